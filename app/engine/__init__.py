@@ -1,0 +1,1 @@
+"""llama.cpp engine: prefix-cached evaluation, batched draft verification, KV truncation."""

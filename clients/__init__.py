@@ -1,0 +1,1 @@
+"""Clients: the live-caption terminal client and examples."""

@@ -1,0 +1,1 @@
+"""Draft sources for speculative decoding: each proposes tokens the model then verifies."""
