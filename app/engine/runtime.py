@@ -1,0 +1,213 @@
+"""A thin, owned wrapper over llama-cpp-python's low-level C API.
+
+Why not ``llama_cpp.Llama``: speculative verification needs logits at chosen batch
+positions only (each logits row of Gemma's 262k vocabulary costs about 2.6 ms on this CPU,
+so ``logits_all=True`` is ruinous), zero-copy access to those rows, and KV truncation at an
+arbitrary position. The high-level class hides all three. This module exposes exactly
+those primitives and nothing about prompts, drafts or HTTP.
+
+The object is not thread-safe (neither is llama.cpp's context): the engine worker is the
+only caller.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("livetrans.llama")
+
+
+class DecodeError(RuntimeError):
+    """``llama_decode`` failed (context full, invalid batch, or aborted)."""
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """How to load the model; every field maps to a ``livetrans serve`` option."""
+
+    model_path: Path
+    n_ctx: int = 4096
+    n_threads: int | None = None
+    n_gpu_layers: int = 0
+    n_ubatch: int = 512
+    verbose: bool = False
+
+
+# ggml_log_level: 1 debug, 2 info, 3 warn, 4 error, 5 continuation of the previous line.
+_LOG_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
+
+
+def _import_llama():  # noqa: ANN202 - returns the module
+    # Busy-waiting OpenMP threads stall badly when other processes share the 2 CPU cores.
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    import llama_cpp
+
+    return llama_cpp
+
+
+class LlamaRuntime:
+    """One model, one context, one sequence (seq 0), one reusable batch."""
+
+    def __init__(self, config: RuntimeConfig) -> None:
+        self.config = config
+        self.ll = ll = _import_llama()
+        self._install_logger(config.verbose)
+        ll.llama_backend_init()
+
+        mparams = ll.llama_model_default_params()
+        mparams.n_gpu_layers = config.n_gpu_layers
+        self.model = ll.llama_model_load_from_file(str(config.model_path).encode(), mparams)
+        if not self.model:
+            raise RuntimeError(f"llama.cpp could not load {config.model_path}")
+        self.vocab = ll.llama_model_get_vocab(self.model)
+        self.n_vocab = int(ll.llama_vocab_n_tokens(self.vocab))
+
+        threads = config.n_threads or max(1, os.cpu_count() or 1)
+        cparams = ll.llama_context_default_params()
+        cparams.n_ctx = config.n_ctx
+        # The whole prompt suffix plus a draft must go in ONE llama_decode: the logical batch
+        # is the full context, llama.cpp splits it into physical ubatches itself.
+        cparams.n_batch = config.n_ctx
+        cparams.n_ubatch = min(config.n_ubatch, config.n_ctx)
+        cparams.n_seq_max = 1
+        # Verification reads logits at many positions of one sequence; this llama.cpp's
+        # default allows one output per sequence and then returns rows for the wrong tokens.
+        cparams.n_outputs_max = config.n_ctx
+        cparams.n_outputs_max_per_seq = config.n_ctx
+        cparams.n_threads = threads
+        cparams.n_threads_batch = threads
+        # Gemma 3 uses sliding-window attention; without the full-size SWA cache, removing
+        # KV entries and re-decoding silently gives wrong logits past ~1024 tokens.
+        cparams.swa_full = True
+        cparams.no_perf = True
+        self.ctx = ll.llama_init_from_model(self.model, cparams)
+        if not self.ctx:
+            raise RuntimeError("llama.cpp could not create a context")
+        self.n_ctx = int(ll.llama_n_ctx(self.ctx))
+        self.memory = ll.llama_get_memory(self.ctx)
+        self._batch_capacity = self.n_ctx
+        self._batch = ll.llama_batch_init(self._batch_capacity, 0, 1)
+        self._piece_buf = ctypes.create_string_buffer(256)
+        self._closed = False
+
+    # -- logging ---------------------------------------------------------------------------
+    def _install_logger(self, verbose: bool) -> None:
+        ll = self.ll
+
+        def _callback(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+            py_level = _LOG_LEVELS.get(int(level), logging.DEBUG)
+            if verbose or py_level >= logging.ERROR:
+                log.log(py_level, text.decode("utf-8", "replace").rstrip())
+
+        # Keep a reference: ctypes callbacks must outlive their registration.
+        self._log_callback = ll.llama_log_callback(_callback)
+        ll.llama_log_set(self._log_callback, ctypes.c_void_p(0))
+
+    # -- metadata --------------------------------------------------------------------------
+    def metadata(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(4096)
+        n = self.ll.llama_model_meta_val_str(self.model, key.encode(), buf, ctypes.sizeof(buf))
+        if n < 0:
+            return None
+        return buf.value.decode("utf-8", "replace")
+
+    def chat_template(self) -> str | None:
+        raw = self.ll.llama_model_chat_template(self.model, None)
+        return raw.decode("utf-8", "replace") if raw else None
+
+    # -- tokens ----------------------------------------------------------------------------
+    def tokenize(self, text: str, add_bos: bool = False, special: bool = False) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 8
+        buf = (self.ll.llama_token * capacity)()
+        n = self.ll.llama_tokenize(self.vocab, data, len(data), buf, capacity, add_bos, special)
+        if n < 0:
+            capacity = -n
+            buf = (self.ll.llama_token * capacity)()
+            n = self.ll.llama_tokenize(self.vocab, data, len(data), buf, capacity, add_bos, special)
+        return list(buf[:n])
+
+    def token_bytes(self, token: int) -> bytes:
+        """The raw bytes of one token (may be part of a multi-byte UTF-8 character)."""
+        n = self.ll.llama_token_to_piece(self.vocab, token, self._piece_buf, 256, 0, False)
+        if n < 0:
+            big = ctypes.create_string_buffer(-n)
+            n = self.ll.llama_token_to_piece(self.vocab, token, big, -n, 0, False)
+            return big.raw[:n]
+        return self._piece_buf.raw[:n]
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", "replace")
+
+    def is_eog(self, token: int) -> bool:
+        return bool(self.ll.llama_vocab_is_eog(self.vocab, token))
+
+    @property
+    def bos_token(self) -> int:
+        return int(self.ll.llama_vocab_bos(self.vocab))
+
+    @property
+    def eos_token(self) -> int:
+        return int(self.ll.llama_vocab_eos(self.vocab))
+
+    # -- forward pass and KV cache ---------------------------------------------------------
+    def decode(self, tokens: list[int], start_pos: int, logits_at: list[int]) -> None:
+        """Run ONE ``llama_decode`` over ``tokens`` at positions ``start_pos...``.
+
+        ``logits_at`` lists batch indices whose logits are wanted; read them afterwards with
+        ``logits_row(index)`` before the next decode overwrites them.
+        """
+        n = len(tokens)
+        if n == 0:
+            raise ValueError("empty batch")
+        if n > self._batch_capacity or start_pos + n > self.n_ctx:
+            raise DecodeError(
+                f"context full: {start_pos + n} tokens needed, context holds {self.n_ctx}"
+            )
+        batch = self._batch
+        want = set(logits_at)
+        for i, tok in enumerate(tokens):
+            batch.token[i] = tok
+            batch.pos[i] = start_pos + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = i in want
+        batch.n_tokens = n
+        rc = self.ll.llama_decode(self.ctx, batch)
+        if rc != 0:
+            raise DecodeError(f"llama_decode returned {rc}")
+
+    def logits_row(self, index: int) -> np.ndarray:
+        """A zero-copy float32 view of the logits at batch ``index`` of the last decode."""
+        ptr = self.ll.llama_get_logits_ith(self.ctx, index)
+        if not ptr:
+            raise DecodeError(f"no logits at batch index {index}")
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+
+    def truncate(self, pos: int) -> None:
+        """Drop every KV entry of seq 0 at position >= ``pos``."""
+        if not self.ll.llama_memory_seq_rm(self.memory, 0, pos, -1):
+            raise DecodeError(f"could not truncate the KV cache at {pos}")
+
+    def clear(self) -> None:
+        self.ll.llama_memory_clear(self.memory, True)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.ll.llama_batch_free(self._batch)
+        self.ll.llama_free(self.ctx)
+        self.ll.llama_model_free(self.model)
+
+    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
+        try:
+            self.close()
+        except Exception:
+            pass
