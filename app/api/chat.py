@@ -1,0 +1,280 @@
+"""``POST /v1/chat/completions``: OpenAI chat completions, plus translation mode (API.md).
+
+Everything that can be rejected is rejected before the first byte of a stream is sent
+(model, languages, sizes, session busy), so those errors keep their HTTP status. A client
+that disconnects mid-stream cancels the generation at the next forward pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Header, Request
+from sse_starlette.sse import EventSourceResponse
+
+from app.api.errors import APIError, error_body
+from app.api.schemas import (
+    AssistantMessage,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    Choice,
+    ChunkChoice,
+    CompletionTokensDetails,
+    Delta,
+    LivetransInfo,
+    PromptTokensDetails,
+    Usage,
+)
+from app.engine.engine import ContextOverflowError, GenerationResult
+from app.engine.worker import JobCancelledError, QueueFullError, WorkerStoppedError
+from app.prompts import UnsupportedLanguageError, check_language
+from app.sessions import Session, SessionBusyError
+from app.state import ServerState, get_state
+from app.translator import TranslateOptions, TranslationOutcome
+
+router = APIRouter()
+
+
+def map_engine_error(exc: BaseException) -> APIError:
+    """Turn failures of the translation path into OpenAI-shaped errors."""
+    if isinstance(exc, APIError):
+        return exc
+    if isinstance(exc, SessionBusyError):
+        return APIError(409, str(exc), param="session_id", code="session_busy")
+    if isinstance(exc, QueueFullError):
+        return APIError(429, "Server overloaded: too many requests queued; retry shortly.",
+                        code="queue_full", headers={"Retry-After": "1"})
+    if isinstance(exc, ContextOverflowError):
+        return APIError(413, f"Input too long: {exc}.", param="messages", code="context_overflow")
+    if isinstance(exc, WorkerStoppedError):
+        return APIError(503, "Server is shutting down.", code="shutting_down")
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        return APIError(504, "The request timed out.", code="timeout")
+    if isinstance(exc, UnsupportedLanguageError):
+        return APIError(422, str(exc), param=exc.param, code="unsupported_language")
+    if isinstance(exc, JobCancelledError):
+        return APIError(499, "Request cancelled.", code="cancelled")
+    return APIError(500, "Internal server error.", code="internal_error")
+
+
+def _usage(result: GenerationResult) -> Usage:
+    return Usage(
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=len(result.tokens),
+        total_tokens=result.prompt_tokens + len(result.tokens),
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=result.prompt_tokens_cached),
+        completion_tokens_details=CompletionTokensDetails(
+            accepted_prediction_tokens=result.accepted_tokens,
+            rejected_prediction_tokens=result.draft_tokens - result.accepted_tokens,
+        ),
+    )
+
+
+def livetrans_info(outcome: TranslationOutcome) -> LivetransInfo:
+    r = outcome.result
+    return LivetransInfo(
+        session_id=outcome.session_id,
+        revision=outcome.revision,
+        display_text=outcome.display_text,
+        draft_tokens=r.draft_tokens,
+        accepted_tokens=r.accepted_tokens,
+        new_tokens=r.new_tokens,
+        forward_passes=r.forward_passes,
+        decode_ms=round(r.decode_ms, 2),
+        is_final=outcome.is_final,
+        queue_ms=round(outcome.queue_ms, 2),
+    )
+
+
+class _Prepared:
+    """A validated request: what to run, and the session it holds (if any)."""
+
+    def __init__(self, body: ChatCompletionRequest, state: ServerState) -> None:
+        self.body = body
+        self.state = state
+        self.session: Session | None = None
+        self.source: str | None = None
+        self.options: TranslateOptions | None = None
+
+    def release(self) -> None:
+        if self.session is not None:
+            self.state.sessions.release(self.session)
+            self.session = None
+
+
+def _prepare(
+    body: ChatCompletionRequest, state: ServerState, header_session: str | None, owner: str | None
+) -> _Prepared:
+    settings = state.settings
+    if body.model not in state.model_aliases:
+        raise APIError(404, f"The model '{body.model}' does not exist; see /v1/models.",
+                       param="model", code="model_not_found")
+    limit = body.token_limit()
+    max_tokens = min(limit or settings.max_new_tokens, settings.max_new_tokens)
+    prep = _Prepared(body, state)
+    total_chars = sum(len(m.text()) for m in body.messages)
+    if total_chars > settings.max_source_chars:
+        raise APIError(413, f"Input is {total_chars} characters; the limit is "
+                       f"{settings.max_source_chars}.", param="messages", code="too_large")
+    if body.target_lang is None:
+        return prep
+    try:
+        target = check_language(body.target_lang, "target_lang")
+        source_lang = check_language(body.source_lang, "source_lang")
+    except UnsupportedLanguageError as exc:
+        raise map_engine_error(exc) from exc
+    users = [m for m in body.messages if m.role == "user"]
+    if not users:
+        raise APIError(400, "Translation mode needs a 'user' message with the source text.",
+                       param="messages", code="missing_user_message")
+    source = users[-1].text().strip()
+    if not source:
+        raise APIError(422, "The text to translate is empty.", param="messages",
+                       code="empty_text")
+    prep.source = source
+    prep.options = TranslateOptions(
+        source_lang=source_lang,
+        target_lang=target,
+        beta=body.beta,
+        mask_k=body.mask_k,
+        mask_mode=body.mask_mode,
+        drafters=list(body.drafters) if body.drafters is not None else None,
+        max_tokens=max_tokens,
+        temperature=body.temperature or 0.0,
+        seed=body.seed,
+        stop=body.stop_list(),
+    )
+    session_id = body.session_id or header_session
+    if session_id is not None and body.prediction is None:
+        try:
+            prep.session = state.sessions.acquire(session_id, owner)
+        except SessionBusyError as exc:
+            raise map_engine_error(exc) from exc
+    return prep
+
+
+async def _run(
+    prep: _Prepared, cancel: threading.Event, on_text=None
+) -> TranslationOutcome:
+    """Run a translation or a plain chat completion through the engine."""
+    state, body = prep.state, prep.body
+    timeout = state.settings.request_timeout_s
+    t0 = time.perf_counter()
+    try:
+        if prep.options is not None:
+            assert prep.source is not None
+            coro = state.translator.translate(
+                prep.source, prep.options,
+                session=prep.session,
+                is_final=body.is_final,
+                prediction=body.prediction.text() if body.prediction else None,
+                on_text=on_text, cancel=cancel,
+            )
+        else:
+            limit = min(body.token_limit() or state.settings.max_new_tokens,
+                        state.settings.max_new_tokens)
+            coro = state.translator.chat(
+                [{"role": m.role, "content": m.text()} for m in body.messages],
+                max_tokens=limit, temperature=body.temperature or 0.0, seed=body.seed,
+                stop=body.stop_list(),
+                prediction=body.prediction.text() if body.prediction else None,
+                on_text=on_text, cancel=cancel,
+            )
+        outcome = await asyncio.wait_for(coro, timeout)
+    except BaseException:
+        cancel.set()
+        raise
+    outcome.queue_ms = max(0.0, (time.perf_counter() - t0) * 1000 - outcome.result.decode_ms)
+    state.metrics.observe_generation(outcome.result, route="chat")
+    return outcome
+
+
+def _finish(result: GenerationResult) -> str:
+    return "length" if result.finish_reason == "length" else "stop"
+
+
+@router.post("/v1/chat/completions", response_model=None)
+async def chat_completions(
+    body: ChatCompletionRequest,
+    request: Request,
+    x_session_id: str | None = Header(None),
+):
+    state = get_state(request)
+    state.require_ready()
+    prep = _prepare(body, state, x_session_id, getattr(request.state, "owner", None))
+    completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
+    created = int(time.time())
+    model = state.model_id
+    cancel = threading.Event()
+
+    if not body.stream:
+        try:
+            outcome = await _run(prep, cancel)
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise map_engine_error(exc) from exc
+        finally:
+            prep.release()
+        result = outcome.result
+        return ChatCompletion(
+            id=completion_id, created=created, model=model,
+            choices=[Choice(message=AssistantMessage(content=outcome.text),
+                            finish_reason=_finish(result))],
+            usage=_usage(result),
+            livetrans=livetrans_info(outcome) if prep.options is not None else None,
+        ).model_dump(exclude_none=False)
+
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+
+    def chunk(**kwargs: Any) -> dict[str, str]:
+        payload = ChatCompletionChunk(id=completion_id, created=created, model=model, **kwargs)
+        return {"data": payload.model_dump_json()}
+
+    async def events() -> AsyncIterator[dict[str, str]]:
+        loop = asyncio.get_running_loop()
+        pieces: asyncio.Queue[str | None] = asyncio.Queue()
+        first_text = [True]
+
+        def on_text(delta: str) -> None:
+            loop.call_soon_threadsafe(pieces.put_nowait, delta)
+
+        task = asyncio.create_task(_run(prep, cancel, on_text))
+        task.add_done_callback(lambda _t: pieces.put_nowait(None))
+        try:
+            yield chunk(choices=[ChunkChoice(delta=Delta(role="assistant", content=""))])
+            while (piece := await pieces.get()) is not None:
+                if first_text[0] and prep.options is not None:
+                    piece = piece.lstrip()  # the few-shot answer starts with a space token
+                    if not piece:
+                        continue
+                first_text[0] = False
+                yield chunk(choices=[ChunkChoice(delta=Delta(content=piece))])
+            try:
+                outcome = task.result()
+            except BaseException as exc:  # noqa: BLE001 - reported in-stream
+                err = map_engine_error(exc)
+                yield {"data": json.dumps(error_body(err.status, err.message, err.param,
+                                                     err.code))}
+                return
+            result = outcome.result
+            info = livetrans_info(outcome) if prep.options is not None else None
+            yield chunk(choices=[ChunkChoice(delta=Delta(), finish_reason=_finish(result))],
+                        livetrans=info)
+            if include_usage:
+                yield chunk(choices=[], usage=_usage(result))
+            yield {"data": "[DONE]"}
+        finally:
+            if not task.done():
+                cancel.set()  # client went away: stop at the next forward pass
+                task.cancel()
+            prep.release()
+
+    return EventSourceResponse(events(), ping=15)

@@ -1,0 +1,111 @@
+"""Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``.
+
+The official SDK picks its exception class from the HTTP status (400 BadRequestError,
+401 AuthenticationError, 404 NotFoundError, 409 ConflictError, 422 UnprocessableEntityError,
+429 RateLimitError, 5xx InternalServerError), so the status must be right, and the body must
+never be a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("livetrans.api")
+
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    409: "conflict_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "server_error",
+    503: "service_unavailable",
+    504: "timeout_error",
+}
+
+
+class APIError(Exception):
+    """Raise anywhere in a route; becomes an OpenAI-shaped error response."""
+
+    def __init__(
+        self, status: int, message: str, *, param: str | None = None, code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.headers = headers
+
+
+def error_body(status: int, message: str, param: str | None = None, code: str | None = None):
+    return {
+        "error": {
+            "message": message,
+            "type": _TYPES.get(status, "invalid_request_error"),
+            "param": param,
+            "code": code,
+        }
+    }
+
+
+def error_response(exc: APIError) -> JSONResponse:
+    return JSONResponse(
+        error_body(exc.status, exc.message, exc.param, exc.code),
+        status_code=exc.status,
+        headers=exc.headers,
+    )
+
+
+def _param_of(loc: tuple) -> str | None:
+    parts = [str(p) for p in loc if p not in ("body", "query", "header", "path")]
+    return ".".join(parts) or None
+
+
+def validation_error(exc: RequestValidationError) -> APIError:
+    """Missing or unparsable input is a 400; a present but invalid field is a 422."""
+    errors = exc.errors()
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request", "type": ""}
+    param = _param_of(tuple(first.get("loc", ())))
+    kind = first.get("type", "")
+    msg = first.get("msg", "invalid request")
+    if kind == "missing":
+        return APIError(
+            400, f"Missing required parameter: '{param}'.", param=param,
+            code="missing_required_parameter",
+        )
+    if kind in ("json_invalid", "model_attributes_type") or param is None:
+        return APIError(400, f"Invalid request body: {msg}.", param=param, code="invalid_json")
+    return APIError(422, f"Invalid value for '{param}': {msg}.", param=param, code="invalid_value")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(APIError)
+    async def _api_error(_: Request, exc: APIError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(validation_error(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = exc.detail if isinstance(exc.detail, str) else "request failed"
+        if exc.status_code == 404:
+            message = "Unknown route."
+        return error_response(APIError(exc.status_code, message))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(APIError(500, "Internal server error.", code="internal_error"))

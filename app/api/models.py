@@ -1,0 +1,56 @@
+"""``GET /v1/models``, ``GET /health`` and ``GET /metrics``."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from app.api.schemas import ModelCard, ModelList
+from app.state import get_state
+
+router = APIRouter()
+_STARTED = int(time.time())
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> dict:
+    state = get_state(request)
+    return ModelList(data=[ModelCard(id=state.model_id, created=_STARTED)]).model_dump()
+
+
+@router.get("/v1/models/{model_id}")
+async def get_model(model_id: str, request: Request) -> dict:
+    from app.api.errors import APIError
+
+    state = get_state(request)
+    if model_id not in state.model_aliases:
+        raise APIError(404, f"The model '{model_id}' does not exist.", param="model",
+                       code="model_not_found")
+    return ModelCard(id=state.model_id, created=_STARTED).model_dump()
+
+
+@router.get("/health")
+async def health(request: Request) -> JSONResponse:
+    state = get_state(request)
+    body = {
+        "status": "ok" if state.ready else ("shutting_down" if state.shutting_down
+                                             else "loading"),
+        "model": state.model_id,
+        "queue_depth": state.worker.depth if state.worker else 0,
+        "sessions": len(state.sessions),
+    }
+    if state.load_error:
+        body["status"] = "error"
+        body["error"] = state.load_error
+    return JSONResponse(body, status_code=200 if state.ready else 503)
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    state = get_state(request)
+    state.metrics.queue_depth.set(state.worker.depth if state.worker else 0)
+    state.metrics.active_sessions.set(len(state.sessions))
+    return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,92 @@
+"""``livetrans``: one entry point with subcommands (serve, bench, build-dict, emulate, ...)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable
+
+from app.settings import Settings
+
+
+def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per ``Settings`` field; defaults come from env vars (LIVETRANS_*)."""
+    for name, field in Settings.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        env = "LIVETRANS_" + name.upper()
+        help_text = f"{field.description or name} (env {env})"
+        annotation = str(field.annotation)
+        if field.annotation is bool:
+            parser.add_argument(flag, action="store_true", default=None, help=help_text)
+        elif "list" in annotation:
+            singular = flag[:-1] if flag.endswith("s") else flag
+            parser.add_argument(singular, dest=name, action="append", default=None,
+                                help=help_text + " (repeatable)")
+        else:
+            parser.add_argument(flag, dest=name, default=None, help=help_text)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    overrides = {
+        name: getattr(args, name)
+        for name in Settings.model_fields
+        if getattr(args, name, None) is not None
+    }
+    settings = Settings(**overrides)
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    from app.server import create_app
+
+    app = create_app(settings)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
+                timeout_graceful_shutdown=30)
+    return 0
+
+
+def _delegate(module: str, func: str) -> Callable[[list[str]], int]:
+    def run(argv: list[str]) -> int:
+        import importlib
+
+        return int(getattr(importlib.import_module(module), func)(argv) or 0)
+
+    return run
+
+
+DELEGATED: dict[str, tuple[str, str, str]] = {
+    "bench": ("eval.bench_engine", "main", "engine cost model: decode, verify, prefill"),
+    "build-dict": ("drafters.dictionary_build", "build_dict_main", "build a DictSpec dictionary"),
+    "fertility": ("drafters.dictionary_build", "fertility_main", "tokens per word"),
+    "emulate": ("eval.emulator", "main", "replay references through drafters, no model"),
+    "ssbd-bench": ("eval.ssbd_bench", "main", "AR vs SSBD on FLORES lag-k streams"),
+    "eval": ("eval.harness", "main", "the evaluation harness (tables, plots)"),
+    "caption": ("clients.caption", "main", "live-caption client replaying ASR streams"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="livetrans", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="start the OpenAI-compatible server")
+    _add_settings_flags(serve)
+    for name, (_, _, help_text) in DELEGATED.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    if argv and argv[0] in DELEGATED:
+        module, func, _ = DELEGATED[argv[0]]
+        return _delegate(module, func)(argv[1:])
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    parser.print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""Prometheus metrics: one registry per server, so tests can start several servers."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from app.engine.engine import GenerationResult
+
+_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("livetrans_requests_total", "HTTP requests",
+                                ["route", "status"], registry=r)
+        self.queue_depth = Gauge("livetrans_queue_depth", "engine jobs waiting", registry=r)
+        self.active_sessions = Gauge("livetrans_active_sessions", "sessions held", registry=r)
+        self.tokens = Counter("livetrans_tokens_generated_total", "output tokens",
+                              ["route"], registry=r)
+        self.drafted = Counter("livetrans_draft_tokens_total", "tokens proposed to the verifier",
+                               ["drafter"], registry=r)
+        self.accepted = Counter("livetrans_accepted_tokens_total", "proposed tokens accepted",
+                                ["drafter"], registry=r)
+        self.forward_passes = Counter("livetrans_forward_passes_total", "llama_decode calls",
+                                      registry=r)
+        self.decode_seconds = Histogram("livetrans_decode_seconds", "engine time per request",
+                                        ["route"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.e2e_seconds = Histogram("livetrans_request_seconds", "end-to-end HTTP latency",
+                                     ["route"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.caption_seconds = Histogram(
+            "livetrans_final_caption_seconds", "time from a final's arrival to its caption",
+            buckets=_LATENCY_BUCKETS, registry=r)
+
+    def observe_generation(self, result: GenerationResult, route: str) -> None:
+        self.tokens.labels(route).inc(len(result.tokens))
+        self.forward_passes.inc(result.forward_passes)
+        self.decode_seconds.labels(route).observe(result.decode_ms / 1000)
+        if result.ssbd_draft_tokens:
+            self.drafted.labels("previous").inc(result.ssbd_draft_tokens)
+            self.accepted.labels("previous").inc(result.ssbd_accepted_tokens)
+        for name, (proposed, ok) in result.by_drafter.items():
+            self.drafted.labels(name or "unknown").inc(proposed)
+            self.accepted.labels(name or "unknown").inc(ok)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

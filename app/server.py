@@ -1,0 +1,125 @@
+"""The FastAPI application: wiring, model loading, auth, request logging.
+
+The model loads in a background thread after the server starts listening, so ``/health``
+can answer 503 "loading" (and orchestrators can wait) instead of the port being closed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+
+from app.api import chat, models
+from app.api.errors import APIError, error_response, install_error_handlers
+from app.engine.engine import Engine
+from app.engine.runtime import LlamaRuntime, RuntimeConfig
+from app.engine.worker import EngineWorker
+from app.model_files import DEFAULT_MODEL_ID, model_id_for, resolve_model_path
+from app.prompts import ChatTemplateFormat, choose_prompt_format, render_plain_chat
+from app.sessions import SessionStore
+from app.settings import Settings
+from app.state import ServerState
+from app.translator import Translator
+
+log = logging.getLogger("livetrans.server")
+
+_OPEN_PATHS = {"/health", "/metrics", "/live", "/docs", "/openapi.json", "/"}
+
+
+def _load_engine(state: ServerState, model_path: Path) -> None:
+    """Load the model and build the worker and translator (runs in a thread)."""
+    settings = state.settings
+    try:
+        t0 = time.perf_counter()
+        runtime = LlamaRuntime(RuntimeConfig(
+            model_path=model_path, n_ctx=settings.n_ctx, n_threads=settings.n_threads,
+            n_gpu_layers=settings.n_gpu_layers, verbose=settings.verbose_llama,
+        ))
+        fmt = choose_prompt_format(
+            runtime.chat_template(),
+            bos_token="<bos>" if runtime.bos_token >= 0 else "",
+            force=settings.prompt_format,
+        )
+        chat_renderer = fmt.render_chat if isinstance(fmt, ChatTemplateFormat) else \
+            render_plain_chat
+        engine = Engine(runtime)
+        worker = EngineWorker(engine, max_queue=settings.queue_size)
+        from app.drafting import ChainBuilder
+
+        chains = ChainBuilder.from_settings(settings, runtime)
+        state.worker = worker
+        state.translator = Translator(
+            worker, fmt, state.sessions, chain_factory=chains.build, chat_renderer=chat_renderer
+        )
+        log.info("model %s loaded in %.1fs (prompt format: %s, drafters: %s)",
+                 model_path.name, time.perf_counter() - t0, fmt.name, chains.describe())
+    except Exception as exc:  # noqa: BLE001 - reported through /health
+        log.exception("model failed to load")
+        state.load_error = f"model failed to load: {exc}"
+
+
+def create_app(settings: Settings | None = None, load_in_background: bool = True) -> FastAPI:
+    settings = settings or Settings()
+    model_path = resolve_model_path(settings.model)
+    model_id = settings.model_alias or model_id_for(model_path)
+    state = ServerState(
+        settings=settings,
+        sessions=SessionStore(settings.max_sessions, settings.session_ttl_s),
+        model_id=model_id,
+        model_aliases={model_id, model_path.name, DEFAULT_MODEL_ID, "default", "livetrans"},
+        api_keys=settings.all_api_keys(),
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        loader = threading.Thread(target=_load_engine, args=(state, model_path), daemon=True)
+        loader.start()
+        if not load_in_background:
+            loader.join()
+        yield
+        state.shutting_down = True
+        if state.worker is not None:
+            state.worker.shutdown()
+
+    app = FastAPI(title="livetrans", version="0.1.0", lifespan=lifespan)
+    app.state.livetrans = state
+    install_error_handlers(app)
+    app.add_middleware(
+        CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
+        allow_headers=["*"],
+    )
+
+    @app.middleware("http")
+    async def auth_and_log(request: Request, call_next):
+        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex[:12]
+        t0 = time.perf_counter()
+        route = request.url.path
+        request.state.owner = None
+        if state.api_keys and route not in _OPEN_PATHS and request.method != "OPTIONS":
+            auth = request.headers.get("authorization", "")
+            key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+            if key not in state.api_keys:
+                state.metrics.requests.labels(route, "401").inc()
+                return error_response(APIError(
+                    401, "Incorrect or missing API key.", code="invalid_api_key"))
+            request.state.owner = hashlib.sha256(key.encode()).hexdigest()[:16]
+        response = await call_next(request)
+        elapsed = time.perf_counter() - t0
+        response.headers["x-request-id"] = request_id
+        state.metrics.requests.labels(route, str(response.status_code)).inc()
+        state.metrics.e2e_seconds.labels(route).observe(elapsed)
+        log.info("request_id=%s %s %s -> %d (%.1f ms)", request_id, request.method, route,
+                 response.status_code, elapsed * 1000)
+        return response
+
+    app.include_router(chat.router)
+    app.include_router(models.router)
+    return app

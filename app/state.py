@@ -1,0 +1,44 @@
+"""What the routes share: settings, the engine worker, sessions, metrics, readiness."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fastapi import Request
+
+from app.api.errors import APIError
+from app.engine.worker import EngineWorker
+from app.metrics import Metrics
+from app.sessions import SessionStore
+from app.settings import Settings
+from app.translator import Translator
+
+
+@dataclass
+class ServerState:
+    settings: Settings
+    sessions: SessionStore
+    metrics: Metrics = field(default_factory=Metrics)
+    model_id: str = "livetrans"
+    model_aliases: set[str] = field(default_factory=set)
+    worker: EngineWorker | None = None
+    translator: Translator | None = None  # type: ignore[assignment]
+    load_error: str | None = None
+    api_keys: set[str] = field(default_factory=set)
+    shutting_down: bool = False
+
+    @property
+    def ready(self) -> bool:
+        return self.translator is not None and not self.shutting_down
+
+    def require_ready(self) -> None:
+        if self.shutting_down:
+            raise APIError(503, "Server is shutting down.", code="shutting_down")
+        if self.translator is None:
+            reason = self.load_error or "the model is still loading"
+            raise APIError(503, f"Not ready: {reason}.", code="not_ready",
+                           headers={"Retry-After": "2"})
+
+
+def get_state(request: Request) -> ServerState:
+    return request.app.state.livetrans

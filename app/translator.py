@@ -1,0 +1,214 @@
+"""Translation requests -> engine jobs, shared by the HTTP endpoint and the WebSocket.
+
+This is where a request's options become a ``GenerationRequest``: the prompt format renders
+the source, the draft comes from the session (or from the client's ``prediction``), the
+drafter chain is assembled from the requested names, and after the job the session stores
+the new translation as the next update's draft. Display-only mask-k is computed here too:
+the viewer's text omits the last ``mask_k`` tokens of a non-final translation, while the
+draft keeps them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from app.engine.engine import Engine, GenerationRequest, GenerationResult
+from app.engine.worker import PRIORITY_REQUEST, EngineWorker
+from app.prompts import PromptFormat, TranslationPrompt, render_plain_chat
+from app.sessions import Session, SessionStore
+
+KNOWN_DRAFTERS = ("previous", "dictionary", "trigram", "ngram")
+
+ChainFactory = Callable[[list[str], str], object | None]
+
+
+@dataclass
+class TranslateOptions:
+    source_lang: str = "en"
+    target_lang: str = "de"
+    beta: float = 0.2
+    mask_k: int = 3
+    mask_mode: str = "display"  # "display": hide from the viewer only; "draft": cut the draft
+    drafters: list[str] | None = None  # None = all available; [] = plain autoregressive
+    max_tokens: int = 256
+    temperature: float = 0.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    draft_budget: int = 6
+
+    def uses(self, name: str) -> bool:
+        return self.drafters is None or name in self.drafters
+
+
+@dataclass
+class TranslationOutcome:
+    result: GenerationResult
+    text: str
+    display_text: str
+    revision: int
+    session_id: str | None
+    is_final: bool
+    queue_ms: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def masked_tokens(tokens: list[int], mask_k: int, is_final: bool) -> list[int]:
+    """Tokens the viewer sees: all of a final, all but the last ``mask_k`` otherwise."""
+    if is_final or mask_k <= 0:
+        return tokens
+    return tokens[: max(0, len(tokens) - mask_k)]
+
+
+class Translator:
+    """Runs translation updates through the engine worker, with session drafts."""
+
+    def __init__(
+        self,
+        worker: EngineWorker,
+        prompt_format: PromptFormat,
+        sessions: SessionStore,
+        chain_factory: ChainFactory | None = None,
+        chat_renderer: Callable[[list[dict[str, str]]], TranslationPrompt] | None = None,
+    ) -> None:
+        self.worker = worker
+        self.prompt_format = prompt_format
+        self.sessions = sessions
+        self.chain_factory = chain_factory
+        self.chat_renderer = chat_renderer or render_plain_chat
+
+    def render(self, source: str, opts: TranslateOptions) -> TranslationPrompt:
+        return self.prompt_format.translation(source, opts.source_lang, opts.target_lang)
+
+    async def translate(
+        self,
+        source: str,
+        opts: TranslateOptions,
+        *,
+        session_id: str | None = None,
+        is_final: bool | None = None,
+        owner: str | None = None,
+        prediction: str | None = None,
+        on_text: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+        priority: int = PRIORITY_REQUEST,
+        bypass_limit: bool = False,
+        session: Session | None = None,
+    ) -> TranslationOutcome:
+        """Translate one update. With a session, its previous translation is the draft.
+
+        ``session`` may be passed by a caller that already holds it (the WebSocket, which
+        owns its session for the connection's lifetime); otherwise it is acquired here.
+        """
+        final = (session_id is None and session is None) if is_final is None else is_final
+        acquired = False
+        if session is None and session_id is not None:
+            session = self.sessions.acquire(session_id, owner)
+            acquired = True
+        try:
+            draft_text = prediction
+            draft_tokens: list[int] | None = None
+            if draft_text is None and session is not None and opts.uses("previous"):
+                draft_tokens = session.draft_for(opts.target_lang, opts.source_lang)
+            prompt = self.render(source, opts)
+            chain = self._chain(opts)
+            previous = list(draft_tokens or [])
+
+            def job(engine: Engine) -> tuple[GenerationResult, str]:
+                rt = engine.rt
+                prompt_tokens = rt.tokenize(prompt.text, add_bos=prompt.add_bos, special=True)
+                draft = draft_tokens
+                if draft is None:
+                    draft = rt.tokenize(draft_text, add_bos=False) if draft_text else []
+                    if draft and not draft_text.startswith(" ") and prompt.stop_at_newline:
+                        # Few-shot answers start with a space-prefixed token (" Der").
+                        draft = rt.tokenize(" " + draft_text, add_bos=False)
+                if opts.mask_mode == "draft" and opts.mask_k > 0:
+                    draft = draft[: max(0, len(draft) - opts.mask_k)]
+                stops = tuple(prompt.stop_strings) + tuple(opts.stop)
+                if prompt.stop_at_newline:
+                    stops += ("\n",)
+                req = GenerationRequest(
+                    prompt_tokens=prompt_tokens,
+                    max_tokens=opts.max_tokens,
+                    stop_strings=stops,
+                    draft=draft,
+                    beta=opts.beta,
+                    temperature=opts.temperature,
+                    seed=opts.seed,
+                    drafters=chain,
+                    draft_budget=opts.draft_budget,
+                    previous=previous or draft,
+                    cancel=cancel,
+                    on_text=on_text,
+                )
+                result = engine.generate(req)
+                shown = masked_tokens(result.tokens, opts.mask_k, final)
+                display = result.text if shown is result.tokens else rt.detokenize(shown)
+                return result, display.strip()
+
+            result, display_text = await self.worker.submit(
+                job, priority=priority, cancel=cancel, bypass_limit=bypass_limit
+            )
+            text = result.text.strip()
+            revision = 1
+            sid = None
+            if session is not None:
+                sid = session.session_id
+                if result.finish_reason != "cancelled":
+                    revision = session.record(
+                        source, result.tokens, text, final, opts.target_lang, opts.source_lang
+                    )
+                stats = session.stats
+                stats.updates += 1
+                stats.draft_tokens += result.draft_tokens
+                stats.accepted_tokens += result.accepted_tokens
+                stats.output_tokens += len(result.tokens)
+                stats.decode_ms += result.decode_ms
+            return TranslationOutcome(
+                result=result, text=text, display_text=display_text, revision=revision,
+                session_id=sid, is_final=final,
+            )
+        finally:
+            if acquired and session is not None:
+                self.sessions.release(session)
+
+    async def chat(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        stop: tuple[str, ...] = (),
+        prediction: str | None = None,
+        on_text: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> TranslationOutcome:
+        """A plain chat completion on the loaded model (no ``target_lang``)."""
+        prompt = self.chat_renderer(messages)
+
+        def job(engine: Engine) -> GenerationResult:
+            rt = engine.rt
+            tokens = rt.tokenize(prompt.text, add_bos=prompt.add_bos, special=True)
+            draft = rt.tokenize(prediction, add_bos=False) if prediction else []
+            return engine.generate(GenerationRequest(
+                prompt_tokens=tokens, max_tokens=max_tokens,
+                stop_strings=tuple(prompt.stop_strings) + stop, draft=draft, beta=0.0,
+                temperature=temperature, seed=seed, cancel=cancel, on_text=on_text,
+            ))
+
+        result = await self.worker.submit(job, cancel=cancel)
+        return TranslationOutcome(
+            result=result, text=result.text.strip(), display_text=result.text.strip(),
+            revision=1, session_id=None, is_final=True,
+        )
+
+    def _chain(self, opts: TranslateOptions) -> object | None:
+        if self.chain_factory is None:
+            return None
+        names = [n for n in (opts.drafters if opts.drafters is not None else KNOWN_DRAFTERS)]
+        if not names:
+            return None
+        return self.chain_factory(names, opts.target_lang)
