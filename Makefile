@@ -1,0 +1,33 @@
+# Two commands matter: `make serve` and `make test`. Both set everything up first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup serve test lint bench clean
+
+setup: $(STAMP)
+
+# llama-cpp-python compiles from source the first time (~7 min on 2 cores); pip's wheel
+# cache makes later installs fast. For CUDA: CMAKE_ARGS="-DGGML_CUDA=on" make setup
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip wheel
+	$(BIN)/python -m pip install -e ".[dev]"
+	touch $(STAMP)
+
+serve: setup
+	$(BIN)/livetrans serve $(ARGS)
+
+lint: setup
+	$(BIN)/ruff check .
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -rs $(PYTEST_ARGS)
+
+bench: setup
+	$(BIN)/livetrans bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
