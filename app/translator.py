@@ -37,6 +37,7 @@ class TranslateOptions:
     seed: int | None = None
     stop: tuple[str, ...] = ()
     draft_budget: int = 6
+    unbiased_tail: bool = True  # no bias on sentence-final punctuation ending the draft
 
     def uses(self, name: str) -> bool:
         return self.drafters is None or name in self.drafters
@@ -59,6 +60,77 @@ def masked_tokens(tokens: list[int], mask_k: int, is_final: bool) -> list[int]:
     if is_final or mask_k <= 0:
         return tokens
     return tokens[: max(0, len(tokens) - mask_k)]
+
+
+TERMINAL_PUNCT = frozenset(".!?。！？…")
+
+
+def trailing_punctuation(rt, tokens: list[int]) -> int:
+    """How many tokens at the end of ``tokens`` are only sentence-final punctuation."""
+    n = 0
+    for tok in reversed(tokens):
+        piece = rt.token_bytes(tok).decode("utf-8", "ignore").strip()
+        if piece and all(ch in TERMINAL_PUNCT for ch in piece):
+            n += 1
+        else:
+            break
+    return n
+
+
+def translate_update(
+    engine: Engine,
+    prompt: TranslationPrompt,
+    opts: TranslateOptions,
+    is_final: bool,
+    *,
+    draft_tokens: list[int] | None = None,
+    draft_text: str | None = None,
+    chain: object | None = None,
+    cancel: threading.Event | None = None,
+    on_text: Callable[[str], None] | None = None,
+    extra_draft: list[int] | None = None,
+) -> tuple[GenerationResult, str]:
+    """One update on the engine thread: the exact code path of the server and the benchmarks.
+
+    Returns the generation result and the display text (display-only mask-k applied).
+    """
+    rt = engine.rt
+    prompt_tokens = rt.tokenize(prompt.text, add_bos=prompt.add_bos, special=True)
+    draft = list(draft_tokens) if draft_tokens is not None else []
+    if draft_tokens is None and draft_text:
+        if prompt.stop_at_newline and not draft_text.startswith(" "):
+            draft_text = " " + draft_text  # few-shot answers start with " Der", not "Der"
+        draft = rt.tokenize(draft_text, add_bos=False)
+    if opts.mask_mode == "draft" and opts.mask_k > 0:
+        draft = draft[: max(0, len(draft) - opts.mask_k)]
+    # The draft's end is no evidence that the translation ends there: sentence-final
+    # punctuation at the very end of the draft is verified without bias.
+    bias_limit = len(draft) - (trailing_punctuation(rt, draft) if opts.unbiased_tail else 0)
+    if extra_draft:
+        draft = draft + list(extra_draft)  # benchmarks only: e.g. the old stop token
+        bias_limit = len(draft) if not opts.unbiased_tail else bias_limit
+    stops = tuple(prompt.stop_strings) + tuple(opts.stop)
+    if prompt.stop_at_newline:
+        stops += ("\n",)
+    req = GenerationRequest(
+        prompt_tokens=prompt_tokens,
+        max_tokens=opts.max_tokens,
+        stop_strings=stops,
+        draft=draft,
+        beta=opts.beta,
+        bias_limit=bias_limit,
+        temperature=opts.temperature,
+        seed=opts.seed,
+        drafters=chain,
+        draft_budget=opts.draft_budget,
+        previous=draft,
+        cancel=cancel,
+        on_text=on_text,
+    )
+    result = engine.generate(req)
+    shown = masked_tokens(result.tokens, opts.mask_k, is_final)
+    display = result.text if shown is result.tokens else rt.detokenize(shown)
+    return result, display.strip()
 
 
 class Translator:
@@ -113,40 +185,12 @@ class Translator:
                 draft_tokens = session.draft_for(opts.target_lang, opts.source_lang)
             prompt = self.render(source, opts)
             chain = self._chain(opts)
-            previous = list(draft_tokens or [])
 
             def job(engine: Engine) -> tuple[GenerationResult, str]:
-                rt = engine.rt
-                prompt_tokens = rt.tokenize(prompt.text, add_bos=prompt.add_bos, special=True)
-                draft = draft_tokens
-                if draft is None:
-                    draft = rt.tokenize(draft_text, add_bos=False) if draft_text else []
-                    if draft and not draft_text.startswith(" ") and prompt.stop_at_newline:
-                        # Few-shot answers start with a space-prefixed token (" Der").
-                        draft = rt.tokenize(" " + draft_text, add_bos=False)
-                if opts.mask_mode == "draft" and opts.mask_k > 0:
-                    draft = draft[: max(0, len(draft) - opts.mask_k)]
-                stops = tuple(prompt.stop_strings) + tuple(opts.stop)
-                if prompt.stop_at_newline:
-                    stops += ("\n",)
-                req = GenerationRequest(
-                    prompt_tokens=prompt_tokens,
-                    max_tokens=opts.max_tokens,
-                    stop_strings=stops,
-                    draft=draft,
-                    beta=opts.beta,
-                    temperature=opts.temperature,
-                    seed=opts.seed,
-                    drafters=chain,
-                    draft_budget=opts.draft_budget,
-                    previous=previous or draft,
-                    cancel=cancel,
-                    on_text=on_text,
+                return translate_update(
+                    engine, prompt, opts, final, draft_tokens=draft_tokens,
+                    draft_text=draft_text, chain=chain, cancel=cancel, on_text=on_text,
                 )
-                result = engine.generate(req)
-                shown = masked_tokens(result.tokens, opts.mask_k, final)
-                display = result.text if shown is result.tokens else rt.detokenize(shown)
-                return result, display.strip()
 
             result, display_text = await self.worker.submit(
                 job, priority=priority, cancel=cancel, bypass_limit=bypass_limit

@@ -46,6 +46,7 @@ class GenerationRequest:
     stop_strings: tuple[str, ...] = ()
     draft: Sequence[int] = ()  # SSBD draft: the previous translation's tokens
     beta: float = 0.0
+    bias_limit: int | None = None  # draft positions >= this are verified without bias
     temperature: float = 0.0
     seed: int | None = None
     drafters: ProposalSource | None = None  # proposals for tokens past the draft
@@ -181,8 +182,9 @@ class Engine:
         accepted = 0
         if done:
             result.finish_reason = "length"
+        bias_limit = len(draft) if req.bias_limit is None else req.bias_limit
         for i, d in enumerate(draft):
-            tok = choose(self.row(first + i), d, req.beta)
+            tok = choose(self.row(first + i), d, req.beta if i < bias_limit else 0.0)
             if tok != d:
                 next_token = tok
                 break

@@ -1,0 +1,70 @@
+"""Session behaviour through the real server: mask-k, isolation, busy sessions."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+URL_BODY = {"model": "default", "target_lang": "de"}
+
+
+def _post(live_server, text: str, **extra) -> httpx.Response:
+    body = {**URL_BODY, "messages": [{"role": "user", "content": text}], **extra}
+    return httpx.post(live_server.url + "/v1/chat/completions", json=body, timeout=120)
+
+
+def test_display_text_hides_exactly_mask_k_tokens_of_non_finals(live_server) -> None:
+    rt = live_server.app.state.livetrans.worker.engine.rt
+    for k in (0, 3, 5):
+        sid = f"mask-{k}"
+        r = _post(live_server, "The new bridge across the river", session_id=sid, mask_k=k)
+        body = r.json()
+        text, info = body["choices"][0]["message"]["content"], body["livetrans"]
+        tokens = rt.tokenize(" " + text)
+        expected = rt.detokenize(tokens[: max(0, len(tokens) - k)]).strip()
+        assert info["display_text"] == expected and not info["is_final"]
+        r = _post(live_server, "The new bridge across the river opens today.", session_id=sid,
+                  mask_k=k, is_final=True)
+        body = r.json()
+        assert body["livetrans"]["display_text"] == body["choices"][0]["message"]["content"]
+
+
+def test_two_sessions_never_share_drafts(live_server) -> None:
+    a1 = _post(live_server, "The cat sleeps on the sofa", session_id="iso-a").json()
+    b1 = _post(live_server, "Stock markets fell sharply", session_id="iso-b").json()
+    assert a1["livetrans"]["draft_tokens"] == b1["livetrans"]["draft_tokens"] == 0
+    a2 = _post(live_server, "The cat sleeps on the sofa all day", session_id="iso-a").json()
+    # a's draft is a's previous translation: its start is accepted
+    assert a2["livetrans"]["accepted_tokens"] > 0
+    header = httpx.post(live_server.url + "/v1/chat/completions", timeout=120,
+                        headers={"X-Session-ID": "iso-b"},
+                        json={**URL_BODY, "messages": [
+                            {"role": "user", "content": "Stock markets fell sharply today"}]})
+    assert header.json()["livetrans"]["session_id"] == "iso-b"
+    assert header.json()["livetrans"]["revision"] == 2
+
+
+def test_busy_session_gets_409(live_server) -> None:
+    async def main() -> list[int]:
+        async with httpx.AsyncClient(timeout=120) as client:
+            body = {**URL_BODY, "session_id": "busy-1", "messages": [
+                {"role": "user", "content": "A long sentence that takes the model a while to "
+                 "translate into German, with several clauses and many words."}]}
+            reqs = [client.post(live_server.url + "/v1/chat/completions", json=body)
+                    for _ in range(2)]
+            return [r.status_code for r in await asyncio.gather(*reqs)]
+
+    codes = sorted(asyncio.run(main()))
+    assert codes == [200, 409]
+
+
+def test_unknown_session_starts_fresh(live_server) -> None:
+    r = _post(live_server, "Hello there", session_id="never-seen-before").json()
+    assert r["livetrans"]["revision"] == 1 and r["livetrans"]["draft_tokens"] == 0
+
+
+def test_drafters_empty_list_is_plain_autoregressive(live_server) -> None:
+    _post(live_server, "The weather is", session_id="ar-only", drafters=[])
+    r = _post(live_server, "The weather is nice", session_id="ar-only", drafters=[]).json()
+    assert r["livetrans"]["draft_tokens"] == 0 and r["livetrans"]["accepted_tokens"] == 0
