@@ -17,7 +17,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 
-from app.api import chat, models
+from app.api import chat, live, models
 from app.api.errors import APIError, error_response, install_error_handlers
 from app.engine.engine import Engine
 from app.engine.runtime import LlamaRuntime, RuntimeConfig
@@ -122,4 +122,5 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
 
     app.include_router(chat.router)
     app.include_router(models.router)
+    app.include_router(live.router)
     return app

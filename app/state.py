@@ -26,6 +26,7 @@ class ServerState:
     load_error: str | None = None
     api_keys: set[str] = field(default_factory=set)
     shutting_down: bool = False
+    live_connections: set = field(default_factory=set)
 
     @property
     def ready(self) -> bool:
