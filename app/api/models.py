@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.schemas import ModelCard, ModelList
@@ -46,6 +47,15 @@ async def health(request: Request) -> JSONResponse:
         body["status"] = "error"
         body["error"] = state.load_error
     return JSONResponse(body, status_code=200 if state.ready else 503)
+
+
+_STATIC = Path(__file__).resolve().parents[1] / "static"
+
+
+@router.get("/live", include_in_schema=False)
+async def live_page() -> FileResponse:
+    """The caption web page (plain HTML + JS, talks to ``/v1/live``)."""
+    return FileResponse(_STATIC / "live.html", media_type="text/html")
 
 
 @router.get("/metrics")

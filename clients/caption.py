@@ -1,0 +1,246 @@
+"""``livetrans caption``: a live-caption client for ``WebSocket /v1/live``.
+
+    livetrans caption --file ASR.jsonl [--limit 20] [--speed 1 | --fast] [--target-lang de]
+    some-asr | livetrans caption --stdin --target-lang de
+
+It replays recorded ASR streams (JSONL, one utterance per line with timed partial/final
+events; see shared/data/asr_partials/README.md) in real time, honouring the ``t`` offsets
+(``--speed 2`` is twice as fast, ``--fast`` sends as fast as possible), or reads partials
+from stdin, one JSON object per line (``{"type": "partial"|"final", "text": ...}``), so any
+real ASR can be piped in. The terminal shows the live captions: finals scroll up, the
+current segment shows its ``display_text`` (the masked tail stays hidden). At the end it
+prints per-stream statistics: captions, finals, time from each final to its caption
+(p50/p95), normalized erasure of the displayed captions, and A/O.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import websockets
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from eval.metrics.erasure import normalized_erasure
+
+
+@dataclass
+class SegmentLog:
+    displays: list[str] = field(default_factory=list)
+    final_sent_at: float | None = None
+    final_caption_at: float | None = None
+    final_text: str = ""
+    accepted: int = 0
+    output: int = 0
+
+
+@dataclass
+class RunStats:
+    captions: int = 0
+    errors: list[dict] = field(default_factory=list)
+    segments: dict[int, SegmentLog] = field(default_factory=dict)
+
+    def seg(self, n: int) -> SegmentLog:
+        return self.segments.setdefault(n, SegmentLog())
+
+    def summary(self, unit: str) -> dict[str, Any]:
+        latencies = [
+            (s.final_caption_at - s.final_sent_at) * 1000
+            for s in self.segments.values()
+            if s.final_sent_at is not None and s.final_caption_at is not None
+        ]
+        streams = [s.displays for s in self.segments.values() if s.displays]
+        finals = sum(1 for s in self.segments.values() if s.final_caption_at is not None)
+        accepted = sum(s.accepted for s in self.segments.values())
+        output = sum(s.output for s in self.segments.values())
+        return {
+            "captions": self.captions,
+            "finals": finals,
+            "final_to_caption_ms_p50": _pct(latencies, 50),
+            "final_to_caption_ms_p95": _pct(latencies, 95),
+            "ne_display": round(normalized_erasure(streams, unit=unit), 3) if streams else None,
+            "a_over_o": round(accepted / output, 3) if output else None,
+            "errors": len(self.errors),
+        }
+
+
+def _pct(values: list[float], q: int) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return round(values[0], 1)
+    return round(statistics.quantiles(values, n=100, method="inclusive")[q - 1], 1)
+
+
+def load_utterances(path: Path, limit: int | None) -> list[dict]:
+    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    utterances = [json.loads(ln) for ln in lines]
+    return utterances[:limit] if limit else utterances
+
+
+class CaptionView:
+    """Terminal rendering: finished captions scroll up, the live one is redrawn in place."""
+
+    def __init__(self, console: Console, enabled: bool) -> None:
+        self.console = console
+        self.enabled = enabled
+        self.current: dict[str, Any] | None = None
+        self.live: Live | None = None
+
+    def __enter__(self) -> CaptionView:
+        if self.enabled:
+            self.live = Live(self._render(), console=self.console, refresh_per_second=12,
+                             transient=True)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def _render(self) -> Table:
+        table = Table.grid(padding=(0, 1))
+        if self.current is not None:
+            table.add_row(Text(self.current.get("source", ""), style="dim"))
+            table.add_row(Text(self.current.get("display_text", ""), style="bold cyan"))
+        return table
+
+    def caption(self, msg: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        if msg["final"]:
+            self.current = None
+            self.console.print(Text(f"[{msg['segment']}] ", style="dim") + Text(msg["text"]))
+        else:
+            self.current = msg
+        if self.live is not None:
+            self.live.update(self._render())
+
+
+async def _receiver(ws, stats: RunStats, view: CaptionView) -> None:
+    async for raw in ws:
+        msg = json.loads(raw)
+        if msg["type"] == "caption":
+            stats.captions += 1
+            seg = stats.seg(msg["segment"])
+            seg.displays.append(msg["display_text"])
+            view.caption(msg)
+            if msg["final"]:
+                seg.final_caption_at = time.perf_counter()
+                seg.final_text = msg["text"]
+                seg.accepted += msg["stats"]["accepted_tokens"]
+                seg.output += msg["stats"]["accepted_tokens"] + msg["stats"]["new_tokens"]
+        elif msg["type"] == "error":
+            stats.errors.append(msg)
+        elif msg["type"] == "done":
+            return
+
+
+async def _send_utterances(ws, utterances: list[dict], speed: float | None,
+                           stats: RunStats) -> None:
+    for seg, utt in enumerate(utterances):
+        start = time.perf_counter()
+        for ev in utt["events"]:
+            if speed is not None:
+                delay = start + float(ev.get("t", 0.0)) / speed - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            await ws.send(json.dumps({"type": ev["type"], "segment": seg, "text": ev["text"]}))
+            if ev["type"] == "final":
+                stats.seg(seg).final_sent_at = time.perf_counter()
+
+
+async def _send_stdin(ws, stats: RunStats) -> None:
+    loop = asyncio.get_running_loop()
+    seg = 0
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            return
+        line = line.strip()
+        if not line:
+            continue
+        ev = json.loads(line)
+        segment = int(ev.get("segment", seg))
+        await ws.send(json.dumps({"type": ev["type"], "segment": segment, "text": ev["text"]}))
+        if ev["type"] == "final":
+            stats.seg(segment).final_sent_at = time.perf_counter()
+            seg = segment + 1
+
+
+async def run_client(args: argparse.Namespace, utterances: list[dict] | None,
+                     console: Console) -> RunStats:
+    stats = RunStats()
+    start = {"type": "start", "target_lang": args.target_lang, "source_lang": args.source_lang,
+             "beta": args.beta, "mask_k": args.mask_k}
+    if args.drafters is not None:
+        start["drafters"] = [d for d in args.drafters.split(",") if d]
+    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else None
+    async with websockets.connect(args.server.rstrip("/") + "/v1/live", max_size=None,
+                                  additional_headers=headers) as ws:
+        await ws.send(json.dumps(start))
+        ready = json.loads(await ws.recv())
+        if ready.get("type") != "ready":
+            raise SystemExit(f"server refused the session: {ready}")
+        with CaptionView(console, enabled=not args.quiet) as view:
+            receiver = asyncio.create_task(_receiver(ws, stats, view))
+            if utterances is not None:
+                await _send_utterances(ws, utterances, None if args.fast else args.speed, stats)
+            else:
+                await _send_stdin(ws, stats)
+            await ws.send(json.dumps({"type": "stop"}))
+            await receiver
+    return stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="livetrans caption", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--server", default="ws://127.0.0.1:8000")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--file", type=Path, help="ASR partials JSONL to replay")
+    src.add_argument("--stdin", action="store_true", help="read partials from stdin")
+    ap.add_argument("--limit", type=int, default=None, help="first N utterances of --file")
+    ap.add_argument("--speed", type=float, default=1.0, help="replay speed factor")
+    ap.add_argument("--fast", action="store_true", help="send as fast as possible")
+    ap.add_argument("--target-lang", default="de")
+    ap.add_argument("--source-lang", default="en")
+    ap.add_argument("--beta", type=float, default=0.2)
+    ap.add_argument("--mask-k", type=int, default=3)
+    ap.add_argument("--drafters", default=None,
+                    help="comma-separated drafter names; '' = plain autoregressive")
+    ap.add_argument("--api-key", default=None)
+    ap.add_argument("--quiet", action="store_true", help="no live rendering, stats only")
+    ap.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    args = ap.parse_args(argv)
+
+    console = Console(stderr=False)
+    utterances = load_utterances(args.file, args.limit) if args.file else None
+    stats = asyncio.run(run_client(args, utterances, console))
+    unit = "char" if args.target_lang in ("zh", "ja") else "word"
+    summary = stats.summary(unit)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        table = Table(title="livetrans caption: stream statistics")
+        for key in summary:
+            table.add_column(key)
+        table.add_row(*["-" if v is None else str(v) for v in summary.values()])
+        console.print(table)
+    for err in stats.errors:
+        console.print(f"[red]server error[/red] {err.get('code')}: {err.get('message')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,53 @@
+"""Live re-translation over plain HTTP with the official ``openai`` SDK (no WebSocket).
+
+    python -m clients.openai_retranslation --file ASR.jsonl --limit 3 --target-lang de
+
+Each utterance of an ASR partials file is one segment: every partial is sent to
+``/v1/chat/completions`` with the same ``session_id`` (so the previous translation is the
+draft), and the final with ``is_final: true``. It prints the displayed caption of each
+update, the way a caption overlay would show it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import uuid
+from pathlib import Path
+
+from openai import OpenAI
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
+    ap.add_argument("--api-key", default="unused")
+    ap.add_argument("--file", type=Path, required=True)
+    ap.add_argument("--limit", type=int, default=3)
+    ap.add_argument("--target-lang", default="de")
+    args = ap.parse_args(argv)
+
+    client = OpenAI(base_url=args.base_url, api_key=args.api_key)
+    session_id = "example-" + uuid.uuid4().hex[:8]
+    lines = args.file.read_text(encoding="utf-8").splitlines()[: args.limit]
+    for line in lines:
+        utterance = json.loads(line)
+        for event in utterance["events"]:
+            final = event["type"] == "final"
+            response = client.chat.completions.create(
+                model="default",
+                messages=[{"role": "user", "content": event["text"]}],
+                extra_body={"target_lang": args.target_lang, "session_id": session_id,
+                            "is_final": final},
+            )
+            info = response.model_extra["livetrans"]
+            marker = "FINAL" if final else f"r{info['revision']:<4}"
+            print(f"{marker} {info['display_text']}   "
+                  f"(accepted {info['accepted_tokens']}/{info['draft_tokens']} draft tokens, "
+                  f"{info['decode_ms']:.0f} ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,18 @@
+"""The SDK example runs against the real server and prints one line per update."""
+
+from __future__ import annotations
+
+import json
+
+from clients.openai_retranslation import main
+
+
+def test_example_runs_a_session_over_http(live_server, shared_data, tmp_path, capsys) -> None:
+    src = shared_data / "asr_partials" / "flores200_dev_en.jsonl"
+    utterance = json.loads(src.read_text().splitlines()[1])
+    utterance["events"] = utterance["events"][-4:]
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps(utterance) + "\n")
+    assert main(["--base-url", live_server.url + "/v1", "--file", str(path), "--limit", "1"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 4 and lines[-1].startswith("FINAL")
