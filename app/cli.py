@@ -44,9 +44,44 @@ def _serve(args: argparse.Namespace) -> int:
     from app.server import create_app
 
     app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
-                timeout_graceful_shutdown=30)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port,
+                            log_level=settings.log_level, timeout_graceful_shutdown=30)
+    GracefulServer(config).run()
     return 0
+
+
+def _graceful_server_class():
+    import asyncio
+    from time import monotonic as loop_time
+
+    import uvicorn
+
+    class _GracefulServer(uvicorn.Server):
+        """On SIGTERM/SIGINT: stop accepting work, let live sessions flush their finals."""
+
+        def handle_exit(self, sig, frame) -> None:  # noqa: ANN001 - uvicorn's signature
+            # uvicorn closes open WebSockets (1012) as soon as it starts shutting down, so
+            # first let live connections flush their finals and close themselves (1001).
+            state = self.config.app.state.livetrans
+            if state.shutting_down or not state.live_connections:
+                state.shutting_down = True
+                super().handle_exit(sig, frame)
+                return
+            loop = asyncio.get_event_loop()
+            loop.call_soon_threadsafe(lambda: loop.create_task(self._drain(sig, frame, state)))
+
+        async def _drain(self, sig, frame, state) -> None:  # noqa: ANN001
+            state.begin_shutdown()
+            deadline = loop_time() + self.config.timeout_graceful_shutdown
+            while state.live_connections and loop_time() < deadline:
+                await asyncio.sleep(0.05)
+            super().handle_exit(sig, frame)
+
+    return _GracefulServer
+
+
+def GracefulServer(config):  # noqa: N802 - reads as a class at the call site
+    return _graceful_server_class()(config)
 
 
 def _delegate(module: str, func: str) -> Callable[[list[str]], int]:

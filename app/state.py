@@ -28,6 +28,12 @@ class ServerState:
     shutting_down: bool = False
     live_connections: set = field(default_factory=set)
 
+    def begin_shutdown(self) -> None:
+        """Stop taking work; live connections flush their finals, say 'done' and close."""
+        self.shutting_down = True
+        for conn in list(self.live_connections):
+            conn.begin_shutdown()
+
     @property
     def ready(self) -> bool:
         return self.translator is not None and not self.shutting_down

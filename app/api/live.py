@@ -109,6 +109,10 @@ class LiveConnection:
     async def error(self, code: str, message: str) -> None:
         await self.send({"type": "error", "code": code, "message": message})
 
+    def begin_shutdown(self) -> None:
+        self.stopping = True
+        self.queue.changed.set()
+
     # -- reader --------------------------------------------------------------------------
     async def handle_frame(self, raw: str) -> None:
         if len(raw) > MAX_FRAME_CHARS:
@@ -281,7 +285,7 @@ async def live(ws: WebSocket) -> None:
                 continue
             await conn.handle_frame(message.get("text") or "")
         if worker.done() and worker.exception() is None:
-            await ws.close(code=1000)
+            await ws.close(code=CLOSE_GOING_AWAY if state.shutting_down else 1000)
     except (WebSocketDisconnect, RuntimeError):
         pass
     finally:
