@@ -256,6 +256,8 @@ async def live(ws: WebSocket) -> None:
         key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
         key = key or ws.query_params.get("api_key", "")
         if key not in state.api_keys:
+            # Accept first so the client sees a close code (1008) and reason, not a bare 403.
+            await ws.accept()
             await ws.close(code=1008, reason="invalid API key")
             return
         import hashlib
