@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup serve test lint bench clean browser-deps
+.PHONY: setup serve test lint bench clean system-deps
 
 setup: $(STAMP)
 
@@ -22,14 +22,16 @@ serve: setup
 lint: setup
 	$(BIN)/ruff check .
 
-# The browser test drives Debian's Chromium; without root or apt it is skipped, not failed.
-browser-deps:
-	@command -v chromium >/dev/null 2>&1 || { \
+# The browser test drives Debian's Chromium and the scale-out test Debian's nginx; without
+# root or apt they are skipped, not failed.
+system-deps:
+	@command -v chromium >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
-	  else echo "chromium missing: the browser test will be skipped"; fi; }
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      chromium nginx-light; \
+	  else echo "chromium/nginx missing: the browser and scale-out tests will be skipped"; fi; }
 
-test: setup browser-deps
+test: setup system-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -rs $(PYTEST_ARGS)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import socket
 import threading
 import time
 import uuid
@@ -89,6 +90,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         if state.worker is not None:
             state.worker.shutdown()
 
+    replica = settings.replica_id or f"{socket.gethostname()}:{settings.port}"
     app = FastAPI(title="livetrans", version="0.1.0", lifespan=lifespan)
     app.state.livetrans = state
     install_error_handlers(app)
@@ -114,6 +116,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         response = await call_next(request)
         elapsed = time.perf_counter() - t0
         response.headers["x-request-id"] = request_id
+        response.headers["x-livetrans-replica"] = replica
         state.metrics.requests.labels(route, str(response.status_code)).inc()
         state.metrics.e2e_seconds.labels(route).observe(elapsed)
         log.info("request_id=%s %s %s -> %d (%.1f ms)", request_id, request.method, route,

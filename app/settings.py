@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     api_keys: list[str] = Field(default_factory=list, description="accepted Bearer keys")
     api_key_file: Path | None = None
     cors_origins: list[str] = Field(default_factory=lambda: ["*"])
+    replica_id: str | None = Field(
+        None, description="name sent in the X-Livetrans-Replica header (default host:port)"
+    )
     log_level: str = "info"
     verbose_llama: bool = False
 
