@@ -167,6 +167,7 @@ class Translator:
         priority: int = PRIORITY_REQUEST,
         bypass_limit: bool = False,
         session: Session | None = None,
+        started: threading.Event | None = None,
     ) -> TranslationOutcome:
         """Translate one update. With a session, its previous translation is the draft.
 
@@ -193,7 +194,8 @@ class Translator:
                 )
 
             result, display_text = await self.worker.submit(
-                job, priority=priority, cancel=cancel, bypass_limit=bypass_limit
+                job, priority=priority, cancel=cancel, bypass_limit=bypass_limit,
+                started=started,
             )
             text = result.text.strip()
             revision = 1

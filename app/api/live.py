@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -21,7 +22,12 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, Field, ValidationError
 
 from app.api.chat import map_engine_error
-from app.engine.worker import PRIORITY_FINAL, PRIORITY_PARTIAL, QueueFullError
+from app.engine.worker import (
+    PRIORITY_FINAL,
+    PRIORITY_PARTIAL,
+    JobCancelledError,
+    QueueFullError,
+)
 from app.prompts import UnsupportedLanguageError, check_language
 from app.sessions import Session
 from app.state import ServerState
@@ -101,6 +107,9 @@ class LiveConnection:
         self.draft_segment: int | None = None
         self.stopping = False
         self.send_lock = asyncio.Lock()
+        # the partial handed to the engine queue, while it waits there
+        self.inflight: tuple[threading.Event, threading.Event] | None = None
+        self.superseded = 0
 
     async def send(self, payload: dict[str, Any]) -> None:
         async with self.send_lock:
@@ -182,6 +191,11 @@ class LiveConnection:
         if final:
             self.last_final_segment = m.segment
         self.queue.put(Update(m.segment, m.text, final))
+        if self.inflight is not None:
+            cancel, started = self.inflight
+            if not started.is_set():
+                # The queued partial is stale before it costs a forward pass: drop it.
+                cancel.set()
 
     # -- translator ----------------------------------------------------------------------
     async def process(self) -> None:
@@ -204,18 +218,29 @@ class LiveConnection:
             self.session.previous_tokens = []
             self.draft_segment = update.segment
         started = time.perf_counter()
+        cancel, job_started = threading.Event(), threading.Event()
+        if not update.final:
+            self.inflight = (cancel, job_started)
         try:
             outcome = await self.state.translator.translate(
                 update.text, self.options, session=self.session, is_final=update.final,
                 priority=PRIORITY_FINAL if update.final else PRIORITY_PARTIAL,
-                bypass_limit=update.final,
+                bypass_limit=update.final, cancel=cancel, started=job_started,
             )
+        except JobCancelledError:
+            self.superseded += 1  # a newer update replaced it while it waited
+            return
         except QueueFullError:
             await self.error("overloaded", "server busy; partial dropped")
             return
         except Exception as exc:  # noqa: BLE001 - reported as an error frame
             err = map_engine_error(exc)
             await self.error(err.code or "error", err.message)
+            return
+        finally:
+            self.inflight = None
+        if outcome.result.finish_reason == "cancelled":
+            self.superseded += 1
             return
         if update.final:
             self.draft_segment = None
@@ -236,7 +261,7 @@ class LiveConnection:
                 "draft_tokens": r.draft_tokens, "accepted_tokens": r.accepted_tokens,
                 "new_tokens": r.new_tokens, "forward_passes": r.forward_passes,
                 "decode_ms": round(r.decode_ms, 2), "queue_wait_ms": round(queue_ms, 2),
-                "coalesced": self.queue.coalesced,
+                "coalesced": self.queue.coalesced, "superseded": self.superseded,
             },
         })
 

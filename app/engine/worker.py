@@ -55,6 +55,7 @@ class _Job(Generic[T]):
     cancel: threading.Event = field(compare=False)
     enqueued_at: float = field(compare=False, default_factory=time.perf_counter)
     started_at: float | None = field(compare=False, default=None)
+    started: threading.Event | None = field(compare=False, default=None)
 
 
 class EngineWorker:
@@ -84,11 +85,13 @@ class EngineWorker:
         priority: int = PRIORITY_REQUEST,
         cancel: threading.Event | None = None,
         bypass_limit: bool = False,
+        started: threading.Event | None = None,
     ) -> T:
         """Run ``fn(engine)`` on the worker thread and await its result.
 
         ``bypass_limit`` lets finals in even when the queue is full: a final segment must
-        always get its translation.
+        always get its translation. ``started`` is set when the job leaves the queue, so a
+        caller can tell a waiting job (safe to supersede) from a running one.
         """
         loop = asyncio.get_running_loop()
         with self._lock:
@@ -99,7 +102,7 @@ class EngineWorker:
             self._pending += 1
         job: _Job[T] = _Job(
             priority=priority, seq=next(self._seq), fn=fn, loop=loop,
-            future=loop.create_future(), cancel=cancel or threading.Event(),
+            future=loop.create_future(), cancel=cancel or threading.Event(), started=started,
         )
         self._queue.put(job)
         try:
@@ -131,6 +134,8 @@ class EngineWorker:
                 self._resolve(job, exc=JobCancelledError("cancelled before it started"))
                 continue
             job.started_at = time.perf_counter()
+            if job.started is not None:
+                job.started.set()
             self.busy_since = job.started_at
             try:
                 result = job.fn(self.engine)
