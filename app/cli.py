@@ -101,6 +101,7 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "ssbd-bench": ("eval.ssbd_bench", "main", "AR vs SSBD on FLORES lag-k streams"),
     "eval": ("eval.harness", "main", "the evaluation harness (tables, plots)"),
     "caption": ("clients.caption", "main", "live-caption client replaying ASR streams"),
+    "load-test": ("clients.load_test", "main", "many live sessions + HTTP load (loopback)"),
 }
 
 

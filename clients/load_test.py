@@ -1,0 +1,194 @@
+"""``livetrans load-test``: many live-caption sessions plus HTTP traffic against one server.
+
+    livetrans load-test --server http://127.0.0.1:8000 --sessions 50 --updates 100 \\
+        --asr-file shared/data/asr_partials/acl6060_dev_en.jsonl --http-clients 4
+
+Loopback only, bounded: each WebSocket session replays ASR partial streams (in real time
+by default, ``--speed`` to change) until it has sent ``--updates`` updates, while
+``--http-clients`` loops send chat-completion translations until the sessions finish (and
+at most ``--max-seconds``). It checks what a live-caption service must guarantee and prints
+the figures: lost finals (finals without a final caption), 5xx responses, captions out of
+order, and the time from a final's arrival to its caption (p50/p99). Exit status 1 if any
+final was lost, any 5xx seen or any caption came out of order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+import websockets
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+@dataclass
+class LoadStats:
+    finals_sent: int = 0
+    finals_captioned: int = 0
+    captions: int = 0
+    out_of_order: int = 0
+    error_frames: dict[str, int] = field(default_factory=dict)
+    final_latency_ms: list[float] = field(default_factory=list)
+    http_status: dict[int, int] = field(default_factory=dict)
+    http_latency_ms: list[float] = field(default_factory=list)
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return round(values[0], 1)
+    return round(statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1], 1)
+
+
+def build_updates(utterances: list[dict], n: int, offset: int) -> list[tuple[float, dict]]:
+    """``n`` timed updates cycling through utterances from ``offset``; segments renumbered,
+    and the last utterance is cut short with its final so every segment ends final."""
+    out: list[tuple[float, dict]] = []
+    clock = 0.0
+    seg = 0
+    i = offset
+    while len(out) < n:
+        events = utterances[i % len(utterances)]["events"]
+        room = n - len(out)
+        if len(events) > room:
+            events = events[: room - 1] + [dict(events[-1], type="final")] if room > 1 else \
+                [dict(events[-1], type="final")]
+        base = clock
+        for ev in events:
+            out.append((base + float(ev["t"]), {"type": ev["type"], "segment": seg,
+                                                "text": ev["text"]}))
+        clock = base + float(events[-1]["t"]) + 0.3
+        seg += 1
+        i += 1
+    return out
+
+
+async def live_session(url: str, updates: list[tuple[float, dict]], speed: float,
+                       target: str, stats: LoadStats) -> None:
+    sent_final_at: dict[int, float] = {}
+    async with websockets.connect(url, max_size=None, open_timeout=60) as ws:
+        await ws.send(json.dumps({"type": "start", "target_lang": target}))
+        ready = json.loads(await ws.recv())
+        assert ready["type"] == "ready", ready
+
+        async def reader() -> None:
+            last: tuple[int, int] = (-1, 0)
+            async for raw in ws:
+                msg = json.loads(raw)
+                if msg["type"] == "caption":
+                    stats.captions += 1
+                    key = (msg["segment"], msg["revision"])
+                    if key <= last:
+                        stats.out_of_order += 1
+                    last = key
+                    if msg["final"]:
+                        stats.finals_captioned += 1
+                        t0 = sent_final_at.get(msg["segment"])
+                        if t0 is not None:
+                            stats.final_latency_ms.append((time.perf_counter() - t0) * 1000)
+                elif msg["type"] == "error":
+                    code = msg.get("code", "?")
+                    stats.error_frames[code] = stats.error_frames.get(code, 0) + 1
+                elif msg["type"] == "done":
+                    return
+
+        task = asyncio.create_task(reader())
+        start = time.perf_counter()
+        for t, msg in updates:
+            delay = start + t / speed - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await ws.send(json.dumps(msg))
+            if msg["type"] == "final":
+                stats.finals_sent += 1
+                sent_final_at[msg["segment"]] = time.perf_counter()
+        await ws.send(json.dumps({"type": "stop"}))
+        await task
+
+
+async def http_client(base: str, texts: list[str], stop: asyncio.Event, stats: LoadStats,
+                      target: str) -> None:
+    async with httpx.AsyncClient(timeout=300) as client:
+        i = 0
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            r = await client.post(base + "/v1/chat/completions", json={
+                "model": "default", "target_lang": target,
+                "messages": [{"role": "user", "content": texts[i % len(texts)]}]})
+            stats.http_status[r.status_code] = stats.http_status.get(r.status_code, 0) + 1
+            stats.http_latency_ms.append((time.perf_counter() - t0) * 1000)
+            if r.status_code == 429:
+                await asyncio.sleep(0.5)
+            i += 1
+
+
+async def run(args: argparse.Namespace) -> LoadStats:
+    host = urlparse(args.server).hostname
+    if host not in LOOPBACK:
+        raise SystemExit("load-test only targets loopback servers")
+    utterances = [json.loads(x) for x in args.asr_file.read_text().splitlines() if x.strip()]
+    stats = LoadStats()
+    ws_url = args.server.replace("http://", "ws://").rstrip("/") + "/v1/live"
+    stop = asyncio.Event()
+    texts = [u["reference"] for u in utterances]
+    http_tasks = [asyncio.create_task(http_client(args.server.rstrip("/"), texts[k::7], stop,
+                                                  stats, args.target_lang))
+                  for k in range(args.http_clients)]
+    sessions = [
+        live_session(ws_url, build_updates(utterances, args.updates, offset=k * 3),
+                     args.speed, args.target_lang, stats)
+        for k in range(args.sessions)
+    ]
+    try:
+        await asyncio.wait_for(asyncio.gather(*sessions), args.max_seconds)
+    finally:
+        stop.set()
+        await asyncio.gather(*http_tasks, return_exceptions=True)
+    return stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="livetrans load-test", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--server", default="http://127.0.0.1:8000")
+    ap.add_argument("--asr-file", type=Path, required=True)
+    ap.add_argument("--sessions", type=int, default=50)
+    ap.add_argument("--updates", type=int, default=100)
+    ap.add_argument("--http-clients", type=int, default=4)
+    ap.add_argument("--speed", type=float, default=1.0)
+    ap.add_argument("--target-lang", default="de")
+    ap.add_argument("--max-seconds", type=float, default=1800)
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    stats = asyncio.run(run(args))
+    wall = time.perf_counter() - t0
+    five_xx = sum(n for code, n in stats.http_status.items() if code >= 500)
+    report = {
+        "sessions": args.sessions, "updates_per_session": args.updates,
+        "wall_s": round(wall, 1),
+        "finals_sent": stats.finals_sent, "finals_captioned": stats.finals_captioned,
+        "lost_finals": stats.finals_sent - stats.finals_captioned,
+        "captions": stats.captions, "out_of_order": stats.out_of_order,
+        "error_frames": stats.error_frames,
+        "final_to_caption_ms_p50": _pct(stats.final_latency_ms, 50),
+        "final_to_caption_ms_p99": _pct(stats.final_latency_ms, 99),
+        "http_status": stats.http_status, "http_5xx": five_xx,
+        "http_ms_p50": _pct(stats.http_latency_ms, 50),
+        "http_ms_p99": _pct(stats.http_latency_ms, 99),
+    }
+    print(json.dumps(report, indent=2))
+    ok = report["lost_finals"] == 0 and five_xx == 0 and stats.out_of_order == 0
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
