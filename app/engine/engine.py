@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -86,6 +87,7 @@ class Engine:
         self.cached: list[int] = []
         self.tokens_decoded = 0  # every token ever sent through llama_decode
         self.forward_passes = 0
+        self.finish_reasons: Counter[str] = Counter()  # how generations ended, for metrics
 
     # -- primitives ------------------------------------------------------------------------
     def common_prefix(self, tokens: Sequence[int]) -> int:
@@ -262,4 +264,5 @@ class Engine:
         result.accepted_tokens = result.ssbd_accepted_tokens + drafted_ok
         result.lse_computed = stats.lse_computed
         result.decode_ms = (time.perf_counter() - t_start) * 1000
+        self.finish_reasons[result.finish_reason] += 1
         return result

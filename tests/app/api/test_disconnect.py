@@ -1,0 +1,35 @@
+"""A client that disconnects mid-stream frees the engine at the next forward pass."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+
+def test_disconnect_mid_stream_cancels_generation(live_server) -> None:
+    state = live_server.app.state.livetrans
+    engine, worker = state.worker.engine, state.worker
+    body = {"model": "default", "stream": True, "max_tokens": 400,
+            "messages": [{"role": "user", "content": "Write a very long story about a dragon."}]}
+    with httpx.stream("POST", live_server.url + "/v1/chat/completions", json=body,
+                      timeout=120) as resp:
+        chunks = 0
+        for line in resp.iter_lines():
+            if line.startswith("data:"):
+                chunks += 1
+            if chunks >= 5:
+                break
+        passes_at_disconnect = engine.forward_passes
+        cancelled_before = engine.finish_reasons["cancelled"]
+        t0 = time.perf_counter()
+    # The response is closed here; the server notices and sets the cancel flag.
+    deadline = time.monotonic() + 60
+    while worker.busy_since is not None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    freed_ms = (time.perf_counter() - t0) * 1000
+    extra = engine.forward_passes - passes_at_disconnect
+    print(f"engine freed {freed_ms:.0f} ms after disconnect, {extra} more forward passes")
+    assert worker.busy_since is None
+    assert engine.finish_reasons["cancelled"] == cancelled_before + 1
+    assert extra <= 3  # far from the 400 tokens asked for
