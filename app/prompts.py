@@ -114,6 +114,7 @@ class TranslationPrompt:
     """A rendered prompt plus what ends the model's answer."""
 
     text: str
+    source: str = ""  # the text being translated (for length limits)
     stop_strings: tuple[str, ...] = ()
     stop_at_newline: bool = False
     add_bos: bool = True
@@ -140,7 +141,8 @@ class FewShotFormat:
         # No trailing space after the label: the model emits the space as part of its first
         # token (" Der"), which is the form drafts and dictionaries are built in.
         blocks.append(f"{src_name}: {clean_source(source)}\n{tgt_name}:")
-        return TranslationPrompt(text="\n\n".join(blocks), stop_at_newline=True)
+        return TranslationPrompt(text="\n\n".join(blocks), source=clean_source(source),
+                                 stop_at_newline=True)
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,9 @@ class ChatTemplateFormat:
             f"{LANGUAGE_NAMES[target_lang]}. Reply with the translation only.\n\n"
             f"{clean_source(source)}"
         )
-        return self.render_chat([{"role": "user", "content": instruction}])
+        rendered = self.render_chat([{"role": "user", "content": instruction}])
+        return TranslationPrompt(text=rendered.text, source=clean_source(source),
+                                 stop_strings=rendered.stop_strings, add_bos=False)
 
 
 PromptFormat = FewShotFormat | ChatTemplateFormat

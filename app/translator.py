@@ -77,6 +77,11 @@ def trailing_punctuation(rt, tokens: list[int]) -> int:
     return n
 
 
+def translation_token_cap(rt, source: str) -> int:
+    """A translation is not many times longer than its source: cap runaway outputs."""
+    return 3 * len(rt.tokenize(source)) + 16
+
+
 def translate_update(
     engine: Engine,
     prompt: TranslationPrompt,
@@ -114,7 +119,7 @@ def translate_update(
         stops += ("\n",)
     req = GenerationRequest(
         prompt_tokens=prompt_tokens,
-        max_tokens=opts.max_tokens,
+        max_tokens=min(opts.max_tokens, translation_token_cap(rt, prompt.source)),
         stop_strings=stops,
         draft=draft,
         beta=opts.beta,
@@ -126,6 +131,7 @@ def translate_update(
         previous=draft,
         cancel=cancel,
         on_text=on_text,
+        stop_on_loop=True,
     )
     result = engine.generate(req)
     shown = masked_tokens(result.tokens, opts.mask_k, is_final)

@@ -53,6 +53,7 @@ class GenerationRequest:
     drafters: ProposalSource | None = None  # proposals for tokens past the draft
     draft_budget: int = 6
     previous: Sequence[int] = ()  # the session's previous output, for the "previous" drafter
+    stop_on_loop: bool = False  # end when the output repeats one span three times in a row
     cancel: threading.Event | None = None
     on_text: Callable[[str], None] | None = None
 
@@ -77,6 +78,25 @@ class GenerationResult:
     @property
     def new_tokens(self) -> int:
         return len(self.tokens) - self.accepted_tokens
+
+
+def ends_in_loop(tokens: list[int], max_period: int = 16, min_repeats: int = 3,
+                 min_span: int = 12) -> bool:
+    """True when ``tokens`` ends with one span repeated back to back, covering at least
+    ``min_span`` tokens and ``min_repeats`` copies.
+
+    Small models sometimes fall into loops ("am Montag, am Dienstag, am Montag, ...") and
+    would run to ``max_tokens``; a translation never legitimately does this.
+    """
+    n = len(tokens)
+    for period in range(1, max_period + 1):
+        repeats = max(min_repeats, -(-min_span // period))
+        if period * repeats > n:
+            continue
+        tail = tokens[n - period:]
+        if all(tokens[n - (r + 1) * period: n - r * period] == tail for r in range(1, repeats)):
+            return True
+    return False
 
 
 class Engine:
@@ -171,6 +191,9 @@ class Engine:
                 return True
             if len(out) >= max_tokens:
                 result.finish_reason = "length"
+                return True
+            if req.stop_on_loop and ends_in_loop(out):
+                result.finish_reason = "stop"
                 return True
             return False
 

@@ -1,0 +1,46 @@
+"""FLORES-200 in its official layout: ``<root>/<split>/<code>.<split>``, one sentence a line.
+
+Users point ``--flores-dir`` at the full dataset (the devtest split included); codes are
+FLORES codes (``eng_Latn``) or ISO 639-1 codes for the languages this project knows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ISO_TO_FLORES = {
+    "en": "eng_Latn", "de": "deu_Latn", "zh": "zho_Hans", "ja": "jpn_Jpan", "uk": "ukr_Cyrl",
+    "fr": "fra_Latn", "es": "spa_Latn", "it": "ita_Latn", "pt": "por_Latn", "ru": "rus_Cyrl",
+    "crh": "crh_Latn",
+}
+SOURCE_HINT = (
+    "FLORES-200 comes from the facebookresearch/flores repository (flores200_dataset.tar.gz); "
+    "pass the folder that holds dev/ and devtest/ with --flores-dir"
+)
+
+
+class DatasetNotFoundError(FileNotFoundError):
+    """A dataset file is missing; the message says where it was looked for."""
+
+
+def flores_code(lang: str) -> str:
+    return ISO_TO_FLORES.get(lang, lang)
+
+
+def flores_path(root: Path, split: str, lang: str) -> Path:
+    return Path(root) / split / f"{flores_code(lang)}.{split}"
+
+
+def read_flores(root: Path, split: str, lang: str) -> list[str]:
+    path = flores_path(root, split, lang)
+    if not path.is_file():
+        raise DatasetNotFoundError(f"FLORES file not found: {path}. {SOURCE_HINT}")
+    return path.read_text(encoding="utf-8").rstrip("\n").split("\n")
+
+
+def read_flores_pair(root: Path, split: str, src: str, tgt: str) -> list[tuple[str, str]]:
+    """Aligned (source, reference) sentence pairs."""
+    sources, refs = read_flores(root, split, src), read_flores(root, split, tgt)
+    if len(sources) != len(refs):
+        raise ValueError(f"FLORES {src}/{tgt} {split}: {len(sources)} vs {len(refs)} lines")
+    return list(zip(sources, refs, strict=True))

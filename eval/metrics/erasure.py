@@ -1,0 +1,53 @@
+"""Normalized erasure (SSBD formula 4): how much already-shown text a stream takes back.
+
+E(i) = |Y(i-1)| - |LCP(Y(i-1), Y(i))| counts the tokens deleted from the end of the
+previous output to reach the next one; NE = sum_i E(i) / |Y(N)| divides by the length of the
+final output. Streams are scored on words (space-delimited scripts) or characters (zh, ja).
+The corpus score sums erasures and final lengths over all streams; the mean of per-stream
+NE is reported too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def units(text: str, unit: str) -> list[str]:
+    if unit == "word":
+        return text.split()
+    if unit == "char":
+        return [ch for ch in text if not ch.isspace()]
+    raise ValueError(f"unknown unit {unit!r}")
+
+
+def lcp_len(a: Sequence[str], b: Sequence[str]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def erasures(outputs: Sequence[Sequence[str]]) -> list[int]:
+    """E(i) for i = 1..N-1 over tokenized outputs."""
+    pairs = zip(outputs, outputs[1:], strict=False)
+    return [len(prev) - lcp_len(prev, cur) for prev, cur in pairs]
+
+
+def stream_erasure(outputs: Sequence[str], unit: str = "word") -> tuple[int, int]:
+    """(total erasure, final length) of one stream of output strings."""
+    toks = [units(o, unit) for o in outputs]
+    return sum(erasures(toks)), len(toks[-1]) if toks else 0
+
+
+def normalized_erasure(streams: Sequence[Sequence[str]], unit: str = "word") -> float:
+    """Corpus NE: sum of erasures over sum of final lengths."""
+    total = final = 0
+    for outputs in streams:
+        e, n = stream_erasure(outputs, unit)
+        total += e
+        final += n
+    return total / final if final else 0.0
+
+
+normalized_erasure_corpus = normalized_erasure
