@@ -95,8 +95,9 @@ def _delegate(module: str, func: str) -> Callable[[list[str]], int]:
 
 DELEGATED: dict[str, tuple[str, str, str]] = {
     "bench": ("eval.bench_engine", "main", "engine cost model: decode, verify, prefill"),
-    "build-dict": ("drafters.dictionary_build", "build_dict_main", "build a DictSpec dictionary"),
-    "fertility": ("drafters.dictionary_build", "fertility_main", "tokens per word"),
+    "build-dict": ("drafters.build", "build_dict_main", "build a DictSpec dictionary"),
+    "build-trigram": ("drafters.build", "build_trigram_main", "build a sparse trigram table"),
+    "fertility": ("drafters.build", "fertility_main", "tokens per word"),
     "emulate": ("eval.emulator", "main", "replay references through drafters, no model"),
     "ssbd-bench": ("eval.ssbd_bench", "main", "AR vs SSBD on FLORES lag-k streams"),
     "eval": ("eval.harness", "main", "the evaluation harness (tables, plots)"),

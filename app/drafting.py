@@ -1,10 +1,10 @@
-"""Assembles drafter chains for requests from what is loaded (see ``drafters/``).
+"""Assembles a drafter chain per request from the drafters loaded for its target language.
 
 "previous" in a request's ``drafters`` list means two things: the SSBD draft (the previous
 translation, verified in the first forward pass) and, after a mismatch, re-alignment
 proposals from that previous translation. The other drafters propose tokens past it.
 Dictionaries and trigram tables are per target language and load lazily from ``dict_dir``
-(``<lang>.dict``, ``<lang>.trigram``); a language without one simply goes without.
+(``<lang>.dict``, ``<lang>.trigram.npz``); a language without them simply goes without.
 """
 
 from __future__ import annotations
@@ -13,67 +13,62 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from app.settings import Settings
+from drafters.chain import DrafterChain, build_chain
+from drafters.ngram import PromptNgramDrafter
+from drafters.previous import PreviousOutputDrafter
 
 log = logging.getLogger("livetrans.drafting")
 
 
 class ChainBuilder:
-    """Builds a ``DrafterChain`` per request from the requested names, in the given order."""
-
-    def __init__(self, dict_dir: Path | None, tokenizer: Any) -> None:
+    def __init__(self, dict_dir: Path | None, tokenizer_identity: str | None = None,
+                 budget: int = 6) -> None:
         self.dict_dir = dict_dir
-        self.tokenizer = tokenizer
-        self._per_lang: dict[tuple[str, str], Any] = {}
+        self.tokenizer_identity = tokenizer_identity
+        self.budget = budget
+        self._tables: dict[tuple[str, str], Any] = {}
 
     @classmethod
-    def from_settings(cls, settings: Settings, runtime: Any) -> ChainBuilder:
-        return cls(settings.dict_dir, runtime)
+    def from_settings(cls, settings: Any, runtime: Any) -> ChainBuilder:
+        identity = runtime.tok.identity() if settings.dict_dir else None
+        return cls(settings.dict_dir, identity)
 
     def describe(self) -> str:
-        return f"previous, ngram; dictionaries from {self.dict_dir or '(none)'}"
+        where = self.dict_dir or "(no --dict-dir)"
+        return f"previous, ngram; dictionary/trigram tables from {where}"
+
+    def _table(self, kind: str, lang: str) -> Any:
+        key = (kind, lang)
+        if key not in self._tables:
+            self._tables[key] = self._load(kind, lang)
+        return self._tables[key]
 
     def _load(self, kind: str, lang: str) -> Any:
-        key = (kind, lang)
-        if key in self._per_lang:
-            return self._per_lang[key]
-        drafter = None
-        if self.dict_dir is not None:
-            path = self.dict_dir / f"{lang}.{kind}"
-            if path.exists():
-                try:
-                    if kind == "dict":
-                        from drafters.dictionary import DictionaryDrafter
-
-                        drafter = DictionaryDrafter.load(path)
-                    else:
-                        from drafters.trigram import TrigramDrafter
-
-                        drafter = TrigramDrafter.load(path)
-                except Exception:  # noqa: BLE001 - a broken file costs speed, not service
-                    log.exception("could not load %s", path)
-        self._per_lang[key] = drafter
-        return drafter
-
-    def build(self, names: list[str], target_lang: str) -> Any:
-        try:
-            from drafters.chain import DrafterChain
-            from drafters.ngram import PromptNgramDrafter
-            from drafters.previous import PreviousOutputDrafter
-        except ImportError:
+        if self.dict_dir is None:
             return None
-        parts = []
-        for name in names:
-            if name == "previous":
-                parts.append(PreviousOutputDrafter())
-            elif name == "ngram":
-                parts.append(PromptNgramDrafter())
-            elif name == "dictionary":
-                d = self._load("dict", target_lang)
-                if d is not None:
-                    parts.append(d)
-            elif name == "trigram":
-                t = self._load("trigram", target_lang)
-                if t is not None:
-                    parts.append(t)
-        return DrafterChain(parts) if parts else None
+        try:
+            if kind == "dictionary":
+                path = self.dict_dir / f"{lang}.dict"
+                if path.exists():
+                    from drafters.dictionary import DictionaryDrafter
+
+                    return DictionaryDrafter.load(path, self.tokenizer_identity)
+            else:
+                path = self.dict_dir / f"{lang}.trigram.npz"
+                if path.exists():
+                    from drafters.trigram import TrigramDrafter
+
+                    return TrigramDrafter.load(path)
+        except Exception:  # noqa: BLE001 - a broken table costs speed, not service
+            log.exception("could not load the %s table for %s", kind, lang)
+        return None
+
+    def build(self, names: list[str], target_lang: str) -> DrafterChain | None:
+        available: dict[str, Any] = {"previous": PreviousOutputDrafter(),
+                                     "ngram": PromptNgramDrafter()}
+        for kind in ("dictionary", "trigram"):
+            if kind in names:
+                table = self._table(kind, target_lang)
+                if table is not None:
+                    available[kind] = table
+        return build_chain(names, available, budget=self.budget)

