@@ -13,11 +13,57 @@ from collections.abc import Sequence
 
 
 def units(text: str, unit: str) -> list[str]:
+    """Split ``text`` into the units NE counts: ``word`` (whitespace), ``char``, or a
+    sacrebleu tokenizer name (``13a``, ``zh``, ``ja-mecab``, ``flores101``)."""
     if unit == "word":
         return text.split()
     if unit == "char":
         return [ch for ch in text if not ch.isspace()]
-    raise ValueError(f"unknown unit {unit!r}")
+    return _sacrebleu_tokenizer(unit)(text).split()
+
+
+_TOKENIZERS: dict = {}
+
+
+def _sacrebleu_tokenizer(name: str):  # noqa: ANN202
+    if name not in _TOKENIZERS:
+        import importlib
+
+        from sacrebleu.metrics.bleu import _TOKENIZERS as known
+
+        if name not in known:
+            raise ValueError(f"unknown unit {name!r}")
+        module, cls = known[name].rsplit(".", 1)
+        mod = importlib.import_module(f"sacrebleu.tokenizers.{module}")
+        _TOKENIZERS[name] = getattr(mod, cls)()
+    return _TOKENIZERS[name]
+
+
+def flores101_available() -> bool:
+    """True when sacrebleu's flores101 SentencePiece model is cached (it is never fetched)."""
+    import os
+
+    from sacrebleu.utils import SACREBLEU_DIR
+
+    return os.path.exists(os.path.join(SACREBLEU_DIR, "models", "flores101_sacrebleu.spm"))
+
+
+def ne_unit(lang: str) -> str:
+    """The tokenizer NE is counted in for ``lang``, offline: flores101 when its model is
+    cached (as in the SSBD paper), else 13a for spaced scripts, zh for Chinese, ja-mecab for
+    Japanese when MeCab is installed, else characters."""
+    if flores101_available():
+        return "flores101"
+    if lang == "zh":
+        return "zh"
+    if lang == "ja":
+        try:
+            import MeCab  # noqa: F401
+
+            return "ja-mecab"
+        except ImportError:
+            return "char"
+    return "13a"
 
 
 def lcp_len(a: Sequence[str], b: Sequence[str]) -> int:

@@ -1,0 +1,253 @@
+"""``livetrans eval``: quality, flicker and speed of live re-translation, in the seeds' tables.
+
+    livetrans eval --dataset flores --flores-dir DIR --langs de,zh,ja --limit 100 \\
+        --methods ar --betas 0.2 --mask-k 3,5 --out results/flores
+    livetrans eval --dataset acl --acl-dir DIR --langs de --betas 0,0.1,0.2,0.3,0.4,0.5
+    livetrans eval --dataset asr --asr-file partials.jsonl --asr-refs-dir DIR ...
+    livetrans eval ... --server http://127.0.0.1:8000     # measure a running server
+
+Text sets become lag-k streams (``--lag``, default 3: "FLORES lag-3"); ASR files are
+replayed as recorded. All methods of a run are interleaved per stream, so machine noise
+hits them alike, and run through the server's engine code (in process), or through a
+running server over HTTP with ``--server`` (end-to-end, sessions and all).
+
+The output folder holds ``records.jsonl`` (every update of every stream and method),
+``summary.json``, ``tables.md`` (SSBD Tables 2, 3 and 4) and PNG plots. A run that is
+interrupted resumes where it stopped: streams already complete in ``records.jsonl`` are
+skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from tqdm import tqdm
+
+from eval.datasets.acl6060 import read_acl_pair
+from eval.datasets.asr_partials import read_asr_streams
+from eval.datasets.flores import DatasetNotFoundError, read_flores, read_flores_pair
+from eval.datasets.streams import Stream, lag_k_stream
+from eval.methods import Method, parse_methods, run_stream
+from eval.report import load_records, plots, summarize, table2, table3, table4
+
+
+def load_streams(args: argparse.Namespace, lang: str) -> list[Stream]:
+    if args.dataset == "flores":
+        pairs = read_flores_pair(args.flores_dir, args.split, args.source_lang, lang)
+    elif args.dataset == "acl":
+        pairs = read_acl_pair(args.acl_dir, args.split, args.source_lang, lang)
+    else:
+        streams = read_asr_streams(args.asr_file)
+        if args.asr_refs_dir is not None:  # utterance i is line i of the source set
+            refs = read_flores(args.asr_refs_dir, args.split, lang) if args.asr_refs == \
+                "flores" else read_acl_pair(args.asr_refs_dir, args.split, "en", lang)
+            refs = [r if isinstance(r, str) else r[1] for r in refs]
+            for s in streams:
+                s.reference = refs[int(s.id) - 1] if s.id.isdigit() else None
+        return streams[args.offset: args.offset + args.limit]
+    pairs = pairs[args.offset: args.offset + args.limit]
+    return [Stream(str(args.offset + i), lag_k_stream(src, args.lag), ref)
+            for i, (src, ref) in enumerate(pairs)]
+
+
+def base_beta(args: argparse.Namespace) -> str:
+    """The beta of the main SSBD method (Table 2 and the mask-k table): 0.2 when swept."""
+    betas = [b for b in args.betas.split(",") if b]
+    return "0.2" if "0.2" in betas else betas[0]
+
+
+def expand_methods(args: argparse.Namespace) -> list[Method]:
+    spec = [m for m in args.methods.split(",") if m]
+    betas = [b for b in args.betas.split(",") if b]
+    suffix = "+drafters" if args.drafters else ""
+    spec += [f"ssbd-b{b}{suffix}" for b in betas]
+    if args.draft_mask_k and betas:
+        spec += [f"ssbd-b{base_beta(args)}{suffix}+draftmask{k}"
+                 for k in args.draft_mask_k.split(",")]
+    seen: list[str] = []
+    for m in spec:
+        if m not in seen:
+            seen.append(m)
+    return parse_methods(",".join(seen))
+
+
+class InProcessRunner:
+    """Runs methods on a local engine (the server's code path, no HTTP)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from app.drafting import ChainBuilder
+        from app.engine.engine import Engine
+        from app.engine.runtime import LlamaRuntime, RuntimeConfig
+        from app.model_files import resolve_model_path
+        from app.prompts import choose_prompt_format
+
+        self.rt = LlamaRuntime(RuntimeConfig(model_path=resolve_model_path(args.model),
+                                             n_threads=args.threads))
+        self.engine = Engine(self.rt)
+        self.fmt = choose_prompt_format(self.rt.chat_template(), force=args.prompt_format)
+        self.chains = ChainBuilder(args.dict_dir, self.rt.tok.identity())
+        self.drafter_names = args.drafters.split(",") if args.drafters else []
+        self.newline = self.rt.tokenize("\n")[-1]
+        self.src = args.source_lang
+        self.max_tokens = args.max_tokens
+
+    def run(self, method: Method, stream: Stream, lang: str) -> list[dict]:
+        chain = self.chains.build(["previous", *self.drafter_names], lang) \
+            if method.drafters else None
+        # Each stream starts from an empty KV cache: results then do not depend on what ran
+        # before (batch shapes decide near-ties), so a resumed run reproduces a full one.
+        self.engine.truncate(0)
+        return run_stream(self.engine, self.fmt, method, stream, self.src, lang, chain,
+                          self.newline, self.max_tokens)
+
+    def detokenize(self, ids: list[int]) -> str:
+        return self.rt.detokenize(ids)
+
+
+class ServerRunner:
+    """Runs methods against a running livetrans server over HTTP (sessions, end to end)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        import httpx
+
+        self.client = httpx.Client(base_url=args.server.rstrip("/"), timeout=300)
+        self.src = args.source_lang
+        self.drafters = args.drafters.split(",") if args.drafters else None
+        self.mask_k = int(args.mask_k.split(",")[0])
+        self.api_key = args.api_key
+
+    def run(self, method: Method, stream: Stream, lang: str) -> list[dict]:
+        sid = f"eval-{uuid.uuid4().hex[:12]}"
+        records = []
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        for i, update in enumerate(stream.updates):
+            body = {"model": "default", "target_lang": lang, "source_lang": self.src,
+                    "messages": [{"role": "user", "content": update.source}],
+                    "session_id": sid, "is_final": update.is_final,
+                    "beta": method.beta or 0.0, "mask_k": method.draft_mask_k or self.mask_k,
+                    "mask_mode": "draft" if method.draft_mask_k else "display"}
+            if method.is_ar:
+                body["drafters"] = []
+            elif not method.drafters:
+                body["drafters"] = ["previous"]
+            elif self.drafters:
+                body["drafters"] = ["previous", *self.drafters]
+            t0 = time.perf_counter()
+            resp = self.client.post("/v1/chat/completions", json=body, headers=headers)
+            resp.raise_for_status()
+            data = resp.json()
+            info = data["livetrans"]
+            records.append({
+                "update": i, "source": update.source, "read": len(update.source.split()),
+                "t": update.t, "final": update.is_final,
+                "text": data["choices"][0]["message"]["content"], "display": info["display_text"],
+                "tokens": data["usage"]["completion_tokens"], "drafted": info["draft_tokens"],
+                "accepted": info["accepted_tokens"], "forward_passes": info["forward_passes"],
+                "decode_ms": info["decode_ms"], "prompt_ms": 0.0,
+                "e2e_ms": (time.perf_counter() - t0) * 1000, "finish":
+                    data["choices"][0]["finish_reason"],
+            })
+        return records
+
+    def detokenize(self, ids: list[int]) -> str:  # pragma: no cover - no token ids over HTTP
+        raise NotImplementedError
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="livetrans eval", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", choices=["flores", "acl", "asr"], default="flores")
+    ap.add_argument("--flores-dir", type=Path)
+    ap.add_argument("--acl-dir", type=Path)
+    ap.add_argument("--asr-file", type=Path)
+    ap.add_argument("--asr-refs", choices=["flores", "acl"], default="flores",
+                    help="which set the ASR utterances read (for references)")
+    ap.add_argument("--asr-refs-dir", type=Path)
+    ap.add_argument("--split", default="dev")
+    ap.add_argument("--source-lang", default="en")
+    ap.add_argument("--langs", default="de")
+    ap.add_argument("--limit", type=int, default=100)
+    ap.add_argument("--offset", type=int, default=0)
+    ap.add_argument("--lag", type=int, default=3)
+    ap.add_argument("--methods", default="ar", help="extra methods, e.g. ar,ssbd-b0.2+stopdraft")
+    ap.add_argument("--betas", default="0.2", help="one SSBD method per beta")
+    ap.add_argument("--mask-k", default="3,5", help="display-only mask-k values to score")
+    ap.add_argument("--draft-mask-k", default="", help="draft mask-k methods, e.g. 3,5")
+    ap.add_argument("--drafters", default="", help="e.g. dictionary,ngram,trigram")
+    ap.add_argument("--dict-dir", type=Path)
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--prompt-format", default=None)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--server", default=None, help="evaluate a running server over HTTP")
+    ap.add_argument("--api-key", default=None)
+    ap.add_argument("--comet-checkpoint", type=Path, default=None)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--report-only", action="store_true", help="recompute tables, no model")
+    args = ap.parse_args(argv)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    records_path = args.out / "records.jsonl"
+    langs = args.langs.split(",")
+    methods = expand_methods(args)
+    mask_ks = [int(k) for k in args.mask_k.split(",") if k]
+    runner = None
+    if not args.report_only:
+        try:
+            streams = {lang: load_streams(args, lang) for lang in langs}
+        except DatasetNotFoundError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        runner = ServerRunner(args) if args.server else InProcessRunner(args)
+        (args.out / "run.json").write_text(json.dumps(
+            {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+            indent=2))
+        done = {(r["lang"], r["stream"], r["method"]) for r in load_records(records_path)
+                if r["final"]}
+        todo = [(lang, s) for lang in langs for s in streams[lang]]
+        with open(records_path, "a", encoding="utf-8") as out:
+            for lang, stream in tqdm(todo, desc="streams", unit="stream"):
+                for method in methods:
+                    if (lang, stream.id, method.name) in done:
+                        continue
+                    recs = runner.run(method, stream, lang)
+                    for r in recs:
+                        r.update(dataset=args.dataset, lang=lang, stream=stream.id,
+                                 method=method.name, reference=stream.reference)
+                        out.write(json.dumps(r, ensure_ascii=False) + "\n")
+                    out.flush()  # a stream is written whole: resume never sees half of one
+    records = load_records(records_path)
+    detok = None
+    if runner is not None and not args.server:
+        detok = runner.detokenize
+    elif any("token_ids" in r for r in records):
+        from app.engine.vocab import LlamaVocab
+        from app.model_files import resolve_model_path
+
+        detok = LlamaVocab.load(resolve_model_path(args.model)).detokenize
+    summary = summarize(records, mask_ks, detok, args.comet_checkpoint)
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
+    base = None
+    if [b for b in args.betas.split(",") if b]:
+        base = f"ssbd-b{base_beta(args)}" + ("+drafters" if args.drafters else "")
+    text = "# livetrans eval\n\n## Table 2 layout\n" + table2(summary, mask_ks[0] if mask_ks
+                                                               else 0)
+    t3 = table3(summary)
+    if t3:
+        text += "\n\n## Table 3 layout (beta sweep)\n" + t3
+    if base and mask_ks:
+        text += "\n\n## Table 4 layout (mask-k)\n" + table4(summary, mask_ks, base)
+    made = plots(summary, records, args.out / "plots")
+    text += "\n\nPlots: " + ", ".join(str(p.relative_to(args.out)) for p in made) + "\n"
+    (args.out / "tables.md").write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,105 @@
+"""Methods an evaluation compares, and how one update stream is run with each.
+
+Every method goes through ``app.translator.translate_update``, the server's own code path:
+
+* ``ar``: re-translation from scratch (prompt prefix cache on, no draft, no drafters);
+* ``ssbd-b<beta>``: the previous update's translation as the draft, verified with beta;
+  flags after ``+``: ``draftmask<k>`` (draft mask-k: the draft loses its last k tokens),
+  ``drafters`` (the drafter chain proposes tokens past the draft), ``stopdraft`` (the
+  previous output's stop token kept at the draft's end and biased: the failure mode this
+  project avoids), ``biastail`` (bias draft-final punctuation too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from app.engine.engine import Engine
+from app.prompts import PromptFormat
+from app.translator import TranslateOptions, masked_tokens, translate_update
+from eval.datasets.streams import Stream
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    beta: float | None  # None = AR (no draft)
+    stop_draft: bool = False
+    unbiased_tail: bool = True
+    draft_mask_k: int = 0
+    drafters: bool = False
+    temperature: float = 0.0
+
+    @property
+    def is_ar(self) -> bool:
+        return self.beta is None
+
+
+def parse_method(item: str) -> Method:
+    item = item.strip()
+    base, *flags = item.split("+")
+    if base == "ar":
+        m = Method(item, None)
+    elif base.startswith("ssbd-b"):
+        m = Method(item, float(base[len("ssbd-b"):]))
+    else:
+        raise ValueError(f"unknown method {item!r} (ar, ssbd-b0.2, ssbd-b0.2+drafters, ...)")
+    for flag in flags:
+        if flag == "stopdraft":
+            m = replace(m, stop_draft=True, unbiased_tail=False)
+        elif flag == "biastail":
+            m = replace(m, unbiased_tail=False)
+        elif flag.startswith("draftmask"):
+            m = replace(m, draft_mask_k=int(flag[len("draftmask"):]))
+        elif flag == "drafters":
+            m = replace(m, drafters=True)
+        else:
+            raise ValueError(f"unknown method flag {flag!r}")
+    return m
+
+
+def parse_methods(spec: str) -> list[Method]:
+    return [parse_method(x) for x in spec.split(",") if x.strip()]
+
+
+def run_stream(engine: Engine, fmt: PromptFormat, method: Method, stream: Stream,
+               src_lang: str, tgt_lang: str, chain: object | None, newline_token: int,
+               max_tokens: int = 256, seed: int | None = None) -> list[dict]:
+    """Translate every update of one stream with one method; one record per update."""
+    records = []
+    previous: list[int] = []
+    for i, update in enumerate(stream.updates):
+        opts = TranslateOptions(
+            source_lang=src_lang, target_lang=tgt_lang, beta=method.beta or 0.0,
+            mask_k=method.draft_mask_k, mask_mode="draft" if method.draft_mask_k else "display",
+            unbiased_tail=method.unbiased_tail, max_tokens=max_tokens,
+            temperature=method.temperature, seed=None if seed is None else seed + i,
+        )
+        prompt = fmt.translation(update.source, src_lang, tgt_lang)
+        result, _ = translate_update(
+            engine, prompt, opts, update.is_final,
+            draft_tokens=[] if method.is_ar else previous,
+            chain=chain if method.drafters else None,
+            extra_draft=[newline_token] if (method.stop_draft and previous) else None,
+        )
+        records.append({
+            "update": i, "source": update.source, "read": len(update.source.split()),
+            "t": update.t, "final": update.is_final, "text": result.text.strip(),
+            "token_ids": list(result.tokens), "tokens": len(result.tokens),
+            "drafted": result.draft_tokens, "accepted": result.accepted_tokens,
+            "ssbd_drafted": result.ssbd_draft_tokens, "ssbd_accepted": result.ssbd_accepted_tokens,
+            "by_drafter": result.by_drafter, "forward_passes": result.forward_passes,
+            "decode_ms": round(result.decode_ms, 3), "prompt_ms": round(result.prompt_ms, 3),
+            "finish": result.finish_reason,
+        })
+        previous = list(result.tokens)
+    return records
+
+
+def display_texts(records: list[dict], mask_k: int, detokenize) -> list[str]:  # noqa: ANN001
+    """What a viewer saw at each update with display-only mask-k."""
+    return [
+        r["text"] if r["final"] else detokenize(masked_tokens(r["token_ids"], mask_k, False))
+        .strip()
+        for r in records
+    ]
