@@ -99,8 +99,8 @@ def table2(summary: dict, mask_k: int) -> str:
     for lang in sorted({r["lang"] for r in summary.values()}):
         lines.append(f"\n**English→{lang}**\n")
         lines.append(f"| Dataset | Method | COMET | chrF | NE | NE (display k={mask_k}) | A/D |"
-                     " A/O | Output TPS | Speedup | LAAL |")
-        lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+                     " A/O | Output TPS | decode s | Speedup | LAAL |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in summary.values():
             if r["lang"] != lang:
                 continue
@@ -108,7 +108,8 @@ def table2(summary: dict, mask_k: int) -> str:
                 f"| {r['dataset']} | {r['method']} | {_fmt(r['COMET'])} | {_fmt(r['chrF'])} | "
                 f"{_fmt(r['NE'])} | {_fmt(r.get(f'NE_display_k{mask_k}'))} | "
                 f"{_fmt(r['A/D'], True)} | {_fmt(r['A/O'], True)} | "
-                f"{r['tokens_per_s']:.1f} | {_fmt(r['speedup'])} | {_fmt(r['LAAL'])} |")
+                f"{r['tokens_per_s']:.1f} | {r['decode_s']:.1f} | {_fmt(r['speedup'])} | "
+                f"{_fmt(r['LAAL'])} |")
     notes = sorted({r["COMET_note"] for r in summary.values() if r["COMET"] is None})
     units = sorted({f"{r['lang']}: {r['ne_unit']}" for r in summary.values()})
     lines.append("\nNE units: " + ", ".join(units))
