@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from rich.table import Table
 from rich.text import Text
 
 from eval.metrics.erasure import normalized_erasure
+from eval.metrics.speed import percentile
 
 
 @dataclass
@@ -66,20 +66,12 @@ class RunStats:
         return {
             "captions": self.captions,
             "finals": finals,
-            "final_to_caption_ms_p50": _pct(latencies, 50),
-            "final_to_caption_ms_p95": _pct(latencies, 95),
+            "final_to_caption_ms_p50": percentile(latencies, 50),
+            "final_to_caption_ms_p95": percentile(latencies, 95),
             "ne_display": round(normalized_erasure(streams, unit=unit), 3) if streams else None,
             "a_over_o": round(accepted / output, 3) if output else None,
             "errors": len(self.errors),
         }
-
-
-def _pct(values: list[float], q: int) -> float | None:
-    if not values:
-        return None
-    if len(values) == 1:
-        return round(values[0], 1)
-    return round(statistics.quantiles(values, n=100, method="inclusive")[q - 1], 1)
 
 
 def load_utterances(path: Path, limit: int | None) -> list[dict]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,8 @@ from urllib.parse import urlparse
 
 import httpx
 import websockets
+
+from eval.metrics.speed import percentile
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -39,14 +40,6 @@ class LoadStats:
     final_latency_ms: list[float] = field(default_factory=list)
     http_status: dict[int, int] = field(default_factory=dict)
     http_latency_ms: list[float] = field(default_factory=list)
-
-
-def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    if len(values) == 1:
-        return round(values[0], 1)
-    return round(statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1], 1)
 
 
 def build_updates(utterances: list[dict], n: int, offset: int) -> list[tuple[float, dict]]:
@@ -179,11 +172,11 @@ def main(argv: list[str] | None = None) -> int:
         "lost_finals": stats.finals_sent - stats.finals_captioned,
         "captions": stats.captions, "out_of_order": stats.out_of_order,
         "error_frames": stats.error_frames,
-        "final_to_caption_ms_p50": _pct(stats.final_latency_ms, 50),
-        "final_to_caption_ms_p99": _pct(stats.final_latency_ms, 99),
+        "final_to_caption_ms_p50": percentile(stats.final_latency_ms, 50),
+        "final_to_caption_ms_p99": percentile(stats.final_latency_ms, 99),
         "http_status": stats.http_status, "http_5xx": five_xx,
-        "http_ms_p50": _pct(stats.http_latency_ms, 50),
-        "http_ms_p99": _pct(stats.http_latency_ms, 99),
+        "http_ms_p50": percentile(stats.http_latency_ms, 50),
+        "http_ms_p99": percentile(stats.http_latency_ms, 99),
     }
     print(json.dumps(report, indent=2))
     ok = report["lost_finals"] == 0 and five_xx == 0 and stats.out_of_order == 0

@@ -54,16 +54,9 @@ def ne_unit(lang: str) -> str:
     Japanese when MeCab is installed, else characters."""
     if flores101_available():
         return "flores101"
-    if lang == "zh":
-        return "zh"
-    if lang == "ja":
-        try:
-            import MeCab  # noqa: F401
+    from eval.metrics.quality import bleu_tokenizer
 
-            return "ja-mecab"
-        except ImportError:
-            return "char"
-    return "13a"
+    return bleu_tokenizer(lang)
 
 
 def lcp_len(a: Sequence[str], b: Sequence[str]) -> int:
