@@ -68,3 +68,4 @@ def test_drafters_empty_list_is_plain_autoregressive(live_server) -> None:
     _post(live_server, "The weather is", session_id="ar-only", drafters=[])
     r = _post(live_server, "The weather is nice", session_id="ar-only", drafters=[]).json()
     assert r["livetrans"]["draft_tokens"] == 0 and r["livetrans"]["accepted_tokens"] == 0
+

@@ -1,0 +1,44 @@
+"""translate_update on the real model: the two mask-k variants and the length guard."""
+
+from __future__ import annotations
+
+from app.prompts import FewShotFormat
+from app.translator import (
+    TranslateOptions,
+    masked_tokens,
+    trailing_punctuation,
+    translate_update,
+)
+
+FMT = FewShotFormat()
+
+
+def test_masked_tokens() -> None:
+    assert masked_tokens([1, 2, 3, 4], 3, False) == [1]
+    assert masked_tokens([1, 2], 3, False) == []
+    assert masked_tokens([1, 2, 3, 4], 3, True) == [1, 2, 3, 4]
+
+
+def test_draft_mask_k_cuts_the_draft_display_mask_does_not(engine) -> None:
+    prompt = FMT.translation("The committee met on Tuesday evening", "en", "de")
+    previous, _ = translate_update(engine, FMT.translation("The committee met on", "en", "de"),
+                                   TranslateOptions(target_lang="de"), False)
+    prev = list(previous.tokens)
+    cut, _ = translate_update(engine, prompt, TranslateOptions(target_lang="de", mask_k=2,
+                                                               mask_mode="draft"),
+                              False, draft_tokens=prev)
+    assert cut.ssbd_draft_tokens == len(prev) - 2
+    kept, display = translate_update(engine, prompt, TranslateOptions(target_lang="de",
+                                                                      mask_k=2), False,
+                                     draft_tokens=prev)
+    assert kept.ssbd_draft_tokens == len(prev)
+    assert display == engine.rt.detokenize(kept.tokens[:-2]).strip()
+
+
+def test_trailing_punctuation_and_length_cap(engine) -> None:
+    rt = engine.rt
+    assert trailing_punctuation(rt, rt.tokenize(" Hallo Welt.")) == 1
+    assert trailing_punctuation(rt, rt.tokenize(" Hallo Welt")) == 0
+    r, _ = translate_update(engine, FMT.translation("Yes.", "en", "de"),
+                            TranslateOptions(target_lang="de", max_tokens=500), True)
+    assert len(r.tokens) <= 3 * len(rt.tokenize("Yes.")) + 16
