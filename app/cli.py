@@ -16,7 +16,9 @@ def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
     for name, field in Settings.model_fields.items():
         flag = "--" + name.replace("_", "-")
         env = "LIVETRANS_" + name.upper()
-        help_text = f"{field.description or name} (env {env})"
+        default = field.get_default(call_default_factory=True)
+        shown = "" if default in (None, [], False) else f"; default {default}"
+        help_text = f"{field.description or name} (env {env}{shown})"
         annotation = str(field.annotation)
         if field.annotation is bool:
             parser.add_argument(flag, action="store_true", default=None, help=help_text)
