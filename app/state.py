@@ -22,7 +22,7 @@ class ServerState:
     model_id: str = "livetrans"
     model_aliases: set[str] = field(default_factory=set)
     worker: EngineWorker | None = None
-    translator: Translator | None = None  # type: ignore[assignment]
+    translator: Translator | None = None
     load_error: str | None = None
     api_keys: set[str] = field(default_factory=set)
     shutting_down: bool = False

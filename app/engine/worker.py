@@ -140,7 +140,8 @@ class EngineWorker:
             try:
                 result = job.fn(self.engine)
             except BaseException as exc:  # noqa: BLE001 - forwarded to the awaiting task
-                log.exception("engine job failed") if not isinstance(exc, ValueError) else None
+                if not isinstance(exc, ValueError):  # ValueErrors are the caller's input
+                    log.exception("engine job failed")
                 self._resolve(job, exc=exc)
             else:
                 self._resolve(job, result=result)
