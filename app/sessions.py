@@ -129,6 +129,20 @@ class SessionStore:
             session.last_used = now
             return session
 
+    async def acquire_when_free(self, session_id: str, owner: str | None = None,
+                                timeout: float = 60.0, poll_s: float = 0.01) -> Session:
+        """``acquire``, waiting while the session is busy (finals must not be refused)."""
+        import asyncio
+
+        deadline = self._clock() + timeout
+        while True:
+            try:
+                return self.acquire(session_id, owner)
+            except SessionBusyError:
+                if self._clock() >= deadline:
+                    raise
+                await asyncio.sleep(poll_s)
+
     def release(self, session: Session) -> None:
         with self._lock:
             session.busy = False

@@ -102,6 +102,7 @@ class _Prepared:
         self.session: Session | None = None
         self.source: str | None = None
         self.options: TranslateOptions | None = None
+        self.session_id: str | None = None
 
     def release(self) -> None:
         if self.session is not None:
@@ -151,13 +152,24 @@ def _prepare(
         seed=body.seed,
         stop=body.stop_list(),
     )
-    session_id = body.session_id or header_session
-    if session_id is not None and body.prediction is None:
-        try:
-            prep.session = state.sessions.acquire(session_id, owner)
-        except SessionBusyError as exc:
-            raise map_engine_error(exc) from exc
+    prep.session_id = body.session_id or header_session
     return prep
+
+
+async def _acquire_session(prep: _Prepared, owner: str | None) -> None:
+    """Take the request's session. A busy session answers 409 to a partial update, but a
+    final waits its turn (up to the request timeout): a final is never turned away."""
+    body, state = prep.body, prep.state
+    if prep.options is None or prep.session_id is None or body.prediction is not None:
+        return
+    try:
+        if body.is_final:
+            prep.session = await state.sessions.acquire_when_free(
+                prep.session_id, owner, timeout=state.settings.request_timeout_s)
+        else:
+            prep.session = state.sessions.acquire(prep.session_id, owner)
+    except SessionBusyError as exc:
+        raise map_engine_error(exc) from exc
 
 
 async def _run(
@@ -208,7 +220,9 @@ async def chat_completions(
 ):
     state = get_state(request)
     state.require_ready()
-    prep = _prepare(body, state, x_session_id, getattr(request.state, "owner", None))
+    owner = getattr(request.state, "owner", None)
+    prep = _prepare(body, state, x_session_id, owner)
+    await _acquire_session(prep, owner)
     completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
     created = int(time.time())
     model = state.model_id

@@ -69,3 +69,19 @@ def test_drafters_empty_list_is_plain_autoregressive(live_server) -> None:
     r = _post(live_server, "The weather is nice", session_id="ar-only", drafters=[]).json()
     assert r["livetrans"]["draft_tokens"] == 0 and r["livetrans"]["accepted_tokens"] == 0
 
+
+
+def test_a_final_waits_for_a_busy_session_instead_of_409(live_server) -> None:
+    async def main() -> list[tuple[int, bool]]:
+        async with httpx.AsyncClient(timeout=120) as client:
+            def body(final: bool) -> dict:
+                return {**URL_BODY, "session_id": "busy-final", "is_final": final,
+                        "messages": [{"role": "user", "content": "A long sentence that "
+                                      "takes the model a while to translate, with clauses."}]}
+
+            partial = client.post(live_server.url + "/v1/chat/completions", json=body(False))
+            final = client.post(live_server.url + "/v1/chat/completions", json=body(True))
+            results = await asyncio.gather(partial, final)
+            return [(r.status_code, r.json()["livetrans"]["is_final"]) for r in results]
+
+    assert asyncio.run(main()) == [(200, False), (200, True)]
