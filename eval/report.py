@@ -13,9 +13,9 @@ from pathlib import Path
 
 from eval.metrics.acceptance import acceptance
 from eval.metrics.comet import comet_score
-from eval.metrics.erasure import ne_unit, normalized_erasure
-from eval.metrics.latency import laal, mean_laal
-from eval.metrics.quality import bleu_score, chrf_score
+from eval.metrics.erasure import ne_signature, ne_unit, normalized_erasure
+from eval.metrics.latency import laal, laal_signature, mean_laal
+from eval.metrics.quality import bleu_score, bleu_signature, chrf_score, chrf_signature
 from eval.metrics.speed import speed, speedup
 
 Group = tuple[str, str]  # (dataset, lang)
@@ -76,6 +76,11 @@ def summarize(records: list[dict], mask_ks: list[int], detokenize: Callable | No
         comet = comet_score(sources, finals, refs, comet_checkpoint) if all(refs) else None
         row["COMET"] = comet.score if comet else None
         row["COMET_note"] = comet.reason if comet else "no references"
+        row["signatures"] = {
+            "NE": ne_signature(unit), "NE_display": [ne_signature(unit, k) for k in mask_ks],
+            "chrF": chrf_signature(), "BLEU": bleu_signature(lang), "LAAL": laal_signature(),
+            "COMET": comet.signature if comet else None,
+        }
         out[f"{dataset}|{lang}|{method}"] = row
     for row in out.values():
         ar = out.get(f"{row['dataset']}|{row['lang']}|ar")
@@ -111,8 +116,9 @@ def table2(summary: dict, mask_k: int) -> str:
                 f"{r['tokens_per_s']:.1f} | {r['decode_s']:.1f} | {_fmt(r['speedup'])} | "
                 f"{_fmt(r['LAAL'])} |")
     notes = sorted({r["COMET_note"] for r in summary.values() if r["COMET"] is None})
-    units = sorted({f"{r['lang']}: {r['ne_unit']}" for r in summary.values()})
-    lines.append("\nNE units: " + ", ".join(units))
+    sigs = sorted({(r["lang"], r["signatures"]["NE"], r["signatures"]["chrF"])
+                   for r in summary.values()})
+    lines.append("\nSignatures: " + "; ".join(f"{lang}: {ne}, {chrf}" for lang, ne, chrf in sigs))
     if notes:
         lines.append("COMET: " + "; ".join(notes))
     return "\n".join(lines)

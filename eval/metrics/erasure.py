@@ -90,3 +90,8 @@ def normalized_erasure(streams: Sequence[Sequence[str]], unit: str = "word") -> 
 
 
 normalized_erasure_corpus = normalized_erasure
+
+
+def ne_signature(unit: str, display_k: int | None = None) -> str:
+    shown = "full" if display_k is None else f"display-mask-k:{display_k}"
+    return f"ne|tok:{unit}|agg:sum-erasure/sum-final-len|outputs:{shown}|formula:ssbd-4"

@@ -58,3 +58,7 @@ def laal(outputs: Sequence[Sequence[str]], read: Sequence[float], source_len: fl
 def mean_laal(values: Sequence[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return sum(vals) / len(vals) if vals else None
+
+
+def laal_signature(unit: str = "source-words") -> str:
+    return f"laal|delay:{unit}-read-when-word-stabilized|rate:max(hyp,ref)|agg:mean-over-streams"

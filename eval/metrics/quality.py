@@ -27,3 +27,16 @@ def chrf_score(hypotheses: Sequence[str], references: Sequence[str]) -> float:
 def bleu_score(hypotheses: Sequence[str], references: Sequence[str], lang: str) -> float:
     return BLEU(tokenize=bleu_tokenizer(lang)).corpus_score(
         list(hypotheses), [list(references)]).score
+
+
+def _signature(metric) -> str:  # noqa: ANN001
+    metric.corpus_score(["a"], [["a"]])  # sacrebleu knows the reference count only after use
+    return str(metric.get_signature())
+
+
+def chrf_signature() -> str:
+    return _signature(CHRF())
+
+
+def bleu_signature(lang: str) -> str:
+    return _signature(BLEU(tokenize=bleu_tokenizer(lang)))
