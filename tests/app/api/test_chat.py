@@ -133,3 +133,20 @@ def test_health_and_metrics(live_server) -> None:
     assert r.status_code == 200 and r.json()["status"] == "ok"
     m = httpx.get(live_server.url + "/metrics").text
     assert "livetrans_requests_total" in m and "livetrans_forward_passes_total" in m
+
+
+def test_stop_sequences_and_token_limits(openai_client) -> None:
+    text = "First we eat, then we sleep, and then we work again."
+    r = _translate(openai_client, text, stop=[","])
+    assert "," not in r.choices[0].message.content
+    r = openai_client.chat.completions.create(
+        model="default", messages=[{"role": "user", "content": text}],
+        max_completion_tokens=2, extra_body={"target_lang": "de"})
+    assert r.usage.completion_tokens == 2 and r.choices[0].finish_reason == "length"
+
+
+def test_sampling_with_temperature_and_seed(openai_client) -> None:
+    r = openai_client.chat.completions.create(
+        model="default", messages=[{"role": "user", "content": SOURCE}], temperature=0.9,
+        seed=7, extra_body={"target_lang": "de"})
+    assert r.choices[0].message.content
