@@ -174,6 +174,7 @@ class Translator:
         bypass_limit: bool = False,
         session: Session | None = None,
         started: threading.Event | None = None,
+        seq: int | None = None,
     ) -> TranslationOutcome:
         """Translate one update. With a session, its previous translation is the draft.
 

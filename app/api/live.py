@@ -110,6 +110,9 @@ class LiveConnection:
         # the partial handed to the engine queue, while it waits there
         self.inflight: tuple[threading.Event, threading.Event] | None = None
         self.superseded = 0
+        # queue position of a partial that was superseded while waiting: its replacement
+        # takes the same place instead of going to the back of the engine queue
+        self.partial_seq: int | None = None
 
     async def send(self, payload: dict[str, Any]) -> None:
         async with self.send_lock:
@@ -219,13 +222,17 @@ class LiveConnection:
             self.draft_segment = update.segment
         started = time.perf_counter()
         cancel, job_started = threading.Event(), threading.Event()
+        seq = None
         if not update.final:
             self.inflight = (cancel, job_started)
+            if self.partial_seq is None:
+                self.partial_seq = self.state.worker.next_seq()
+            seq = self.partial_seq
         try:
             outcome = await self.state.translator.translate(
                 update.text, self.options, session=self.session, is_final=update.final,
                 priority=PRIORITY_FINAL if update.final else PRIORITY_PARTIAL,
-                bypass_limit=update.final, cancel=cancel, started=job_started,
+                bypass_limit=update.final, cancel=cancel, started=job_started, seq=seq,
             )
         except JobCancelledError:
             self.superseded += 1  # a newer update replaced it while it waited
@@ -239,6 +246,8 @@ class LiveConnection:
             return
         finally:
             self.inflight = None
+            if job_started.is_set() or update.final:
+                self.partial_seq = None  # it ran: the next partial queues anew
         if outcome.result.finish_reason == "cancelled":
             self.superseded += 1
             return

@@ -86,12 +86,14 @@ class EngineWorker:
         cancel: threading.Event | None = None,
         bypass_limit: bool = False,
         started: threading.Event | None = None,
+        seq: int | None = None,
     ) -> T:
         """Run ``fn(engine)`` on the worker thread and await its result.
 
         ``bypass_limit`` lets finals in even when the queue is full: a final segment must
         always get its translation. ``started`` is set when the job leaves the queue, so a
-        caller can tell a waiting job (safe to supersede) from a running one.
+        caller can tell a waiting job (safe to supersede) from a running one. ``seq`` (from
+        ``next_seq``) lets a replacement keep the queue position of the job it supersedes.
         """
         loop = asyncio.get_running_loop()
         with self._lock:
@@ -101,7 +103,7 @@ class EngineWorker:
                 raise QueueFullError(f"engine queue is full ({self.max_queue} waiting)")
             self._pending += 1
         job: _Job[T] = _Job(
-            priority=priority, seq=next(self._seq), fn=fn, loop=loop,
+            priority=priority, seq=next(self._seq) if seq is None else seq, fn=fn, loop=loop,
             future=loop.create_future(), cancel=cancel or threading.Event(), started=started,
         )
         self._queue.put(job)
@@ -111,6 +113,10 @@ class EngineWorker:
             # The awaiting task went away (client disconnected): stop the generation.
             job.cancel.set()
             raise
+
+    def next_seq(self) -> int:
+        """A queue position, for callers that want to keep one across resubmissions."""
+        return next(self._seq)
 
     def stop_accepting(self) -> None:
         with self._lock:
