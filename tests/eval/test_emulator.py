@@ -13,3 +13,9 @@ def test_emulation_counts_steps_and_acceptance() -> None:
     assert result.tokens == 6 and result.steps == 4
     assert result.proposal_steps == 2 and result.proposed == 3 and result.accepted == 2
     assert result.speedup == 1.5 and result.mal == 1.0
+
+
+def test_cost_aware_speedup_charges_proposed_tokens() -> None:
+    r = EmulationResult(tokens=6, steps=4, proposal_steps=2, proposed=3, accepted=2)
+    assert r.cost_speedup(0.0) == r.speedup
+    assert r.cost_speedup(1.0) == 6 / 7
