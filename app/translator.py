@@ -18,8 +18,7 @@ from app.engine.engine import Engine, GenerationRequest, GenerationResult
 from app.engine.worker import PRIORITY_REQUEST, EngineWorker
 from app.prompts import PromptFormat, TranslationPrompt, render_plain_chat
 from app.sessions import Session, SessionStore
-
-KNOWN_DRAFTERS = ("previous", "dictionary", "trigram", "ngram")
+from drafters.chain import DEFAULT_ORDER
 
 ChainFactory = Callable[[list[str], str], object | None]
 
@@ -261,7 +260,7 @@ class Translator:
     def _chain(self, opts: TranslateOptions) -> object | None:
         if self.chain_factory is None:
             return None
-        names = [n for n in (opts.drafters if opts.drafters is not None else KNOWN_DRAFTERS)]
+        names = list(opts.drafters if opts.drafters is not None else DEFAULT_ORDER)
         if not names:
             return None
         return self.chain_factory(names, opts.target_lang)

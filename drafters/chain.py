@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 
 from drafters.base import DraftContext, Drafter
 
-DEFAULT_ORDER = ("previous", "dictionary", "ngram", "trigram")
+# Most precise first: measured live on FLORES dev (Gemma 270M, 2 CPU cores) the prompt n-gram
+# drafter's proposals were accepted 53-78% of the time, the dictionary's 12-16%, the
+# trigram's 1-12% (see ``livetrans drafter-bench``); the first non-empty proposal wins.
+DEFAULT_ORDER = ("previous", "ngram", "dictionary", "trigram")
 
 
 @dataclass(frozen=True)
