@@ -32,7 +32,7 @@ _OFFSET = 0x10000
 
 def encode_key(tokens: Sequence[int]) -> str:
     """Token ids, last first, one code point each."""
-    return "".join(chr(_OFFSET + t) for t in reversed(tokens))
+    return "".join([chr(_OFFSET + t) for t in reversed(tokens)])
 
 
 def pack_tokens(tokens: Sequence[int]) -> bytes:
@@ -40,7 +40,7 @@ def pack_tokens(tokens: Sequence[int]) -> bytes:
 
 
 def unpack_tokens(data: bytes) -> list[int]:
-    return [int.from_bytes(data[i:i + 3], "big") for i in range(0, len(data), 3)]
+    return [(data[i] << 16) | (data[i + 1] << 8) | data[i + 2] for i in range(0, len(data), 3)]
 
 
 class DictionaryMismatchError(ValueError):
@@ -90,8 +90,8 @@ class DictionaryDrafter:
         matches = self.trie.prefixes(encode_key(history[-MAX_KEY:]))
         if not matches:
             return []
-        longest = max(matches, key=len)
-        return unpack_tokens(self.trie[longest][0])
+        # prefixes() lists matching keys shortest first: the last is the longest suffix
+        return unpack_tokens(self.trie[matches[-1]][0])
 
     def propose(self, ctx: DraftContext, k: int) -> list[int]:
         return self.lookup(ctx.history)[:k]
