@@ -66,12 +66,16 @@ class RunStats:
         return {
             "captions": self.captions,
             "finals": finals,
-            "final_to_caption_ms_p50": percentile(latencies, 50),
-            "final_to_caption_ms_p95": percentile(latencies, 95),
+            "final_to_caption_ms_p50": _round(percentile(latencies, 50)),
+            "final_to_caption_ms_p95": _round(percentile(latencies, 95)),
             "ne_display": round(normalized_erasure(streams, unit=unit), 3) if streams else None,
             "a_over_o": round(accepted / output, 3) if output else None,
             "errors": len(self.errors),
         }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 def load_utterances(path: Path, limit: int | None) -> list[dict]:
