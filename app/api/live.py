@@ -109,6 +109,7 @@ class LiveConnection:
         self.send_lock = asyncio.Lock()
         # the partial handed to the engine queue, while it waits there
         self.inflight: tuple[threading.Event, threading.Event] | None = None
+        self.superseding = asyncio.Event()  # set when a newer update makes the queued one stale
         self.superseded = 0
         # queue position of a partial that was superseded while waiting: its replacement
         # takes the same place instead of going to the back of the engine queue
@@ -197,8 +198,10 @@ class LiveConnection:
         if self.inflight is not None:
             cancel, started = self.inflight
             if not started.is_set():
-                # The queued partial is stale before it costs a forward pass: drop it.
+                # The queued partial is stale before it costs a forward pass: drop it now, so
+                # a final behind it is not held up until the partial's turn in the queue.
                 cancel.set()
+                self.superseding.set()
 
     # -- translator ----------------------------------------------------------------------
     async def process(self) -> None:
@@ -228,12 +231,21 @@ class LiveConnection:
             if self.partial_seq is None:
                 self.partial_seq = self.state.worker.next_seq()
             seq = self.partial_seq
+        self.superseding.clear()
         try:
-            outcome = await self.state.translator.translate(
+            job = asyncio.create_task(self.state.translator.translate(
                 update.text, self.options, session=self.session, is_final=update.final,
                 priority=PRIORITY_FINAL if update.final else PRIORITY_PARTIAL,
                 bypass_limit=update.final, cancel=cancel, started=job_started, seq=seq,
-            )
+            ))
+            if not update.final:
+                stale = asyncio.create_task(self.superseding.wait())
+                await asyncio.wait({job, stale}, return_when=asyncio.FIRST_COMPLETED)
+                stale.cancel()
+                if not job.done() and not job_started.is_set():
+                    job.cancel()  # the engine skips it when its turn comes
+                    raise JobCancelledError("superseded while queued")
+            outcome = await job
         except JobCancelledError:
             self.superseded += 1  # a newer update replaced it while it waited
             return

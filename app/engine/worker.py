@@ -28,9 +28,11 @@ log = logging.getLogger("livetrans.worker")
 
 T = TypeVar("T")
 
+# Finals first; partials and HTTP requests share one level (first come, first served), so
+# neither a flood of requests nor of partials can starve the other.
 PRIORITY_FINAL = 0
 PRIORITY_REQUEST = 1
-PRIORITY_PARTIAL = 2
+PRIORITY_PARTIAL = 1
 
 
 class QueueFullError(RuntimeError):

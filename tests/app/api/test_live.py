@@ -171,3 +171,35 @@ def test_partial_for_a_finished_segment_is_an_error(live_server) -> None:
     msgs = asyncio.run(main())
     assert any(m["type"] == "error" and m["code"] == "stale_segment" for m in msgs)
     assert sum(1 for m in msgs if m.get("final")) == 1
+
+
+def test_a_final_is_not_held_up_by_its_connections_queued_partial(live_server) -> None:
+    """With the engine busy, a partial waits in the queue; the final that follows replaces it
+    at once (the partial never costs a forward pass) and is captioned as soon as the engine
+    is free."""
+    import threading
+
+    worker = live_server.app.state.livetrans.worker
+    gate = threading.Event()
+    blocker = threading.Thread(target=lambda: asyncio.run(worker.submit(
+        lambda _engine: gate.wait(30))), daemon=True)
+
+    async def main() -> list[dict]:
+        async with websockets.connect(_ws_url(live_server)) as ws:
+            await ws.send(json.dumps({"type": "start", "target_lang": "de"}))
+            await ws.recv()
+            blocker.start()
+            await asyncio.sleep(0.2)  # the engine is now busy
+            await ws.send(json.dumps({"type": "partial", "segment": 0, "text": "We met"}))
+            await asyncio.sleep(0.2)  # the partial waits in the engine queue
+            await ws.send(json.dumps({"type": "final", "segment": 0,
+                                      "text": "We met yesterday."}))
+            await asyncio.sleep(0.2)
+            gate.set()
+            await ws.send(json.dumps({"type": "stop"}))
+            return await _collect_until_done(ws)
+
+    msgs = asyncio.run(main())
+    captions = [m for m in msgs if m["type"] == "caption"]
+    assert [c["final"] for c in captions] == [True]
+    assert captions[0]["stats"]["superseded"] >= 1
