@@ -237,6 +237,7 @@ class Translator:
         prediction: str | None = None,
         on_text: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
+        started: threading.Event | None = None,
     ) -> TranslationOutcome:
         """A plain chat completion on the loaded model (no ``target_lang``)."""
         prompt = self.chat_renderer(messages)
@@ -251,7 +252,7 @@ class Translator:
                 temperature=temperature, seed=seed, cancel=cancel, on_text=on_text,
             ))
 
-        result = await self.worker.submit(job, cancel=cancel)
+        result = await self.worker.submit(job, cancel=cancel, started=started)
         return TranslationOutcome(
             result=result, text=result.text.strip(), display_text=result.text.strip(),
             revision=1, session_id=None, is_final=True,

@@ -179,6 +179,7 @@ async def _run(
     state, body = prep.state, prep.body
     timeout = state.settings.request_timeout_s
     t0 = time.perf_counter()
+    started = threading.Event()
     try:
         if prep.options is not None:
             assert prep.source is not None
@@ -187,7 +188,7 @@ async def _run(
                 session=prep.session,
                 is_final=body.is_final,
                 prediction=body.prediction.text() if body.prediction else None,
-                on_text=on_text, cancel=cancel,
+                on_text=on_text, cancel=cancel, started=started,
             )
         else:
             limit = min(body.token_limit() or state.settings.max_new_tokens,
@@ -197,9 +198,17 @@ async def _run(
                 max_tokens=limit, temperature=body.temperature or 0.0, seed=body.seed,
                 stop=body.stop_list(),
                 prediction=body.prediction.text() if body.prediction else None,
-                on_text=on_text, cancel=cancel,
+                on_text=on_text, cancel=cancel, started=started,
             )
         outcome = await asyncio.wait_for(coro, timeout)
+    except TimeoutError as exc:
+        cancel.set()
+        if not started.is_set():
+            # It never reached the engine: the server is overloaded, not slow (retry later).
+            raise APIError(429, f"Server overloaded: the request waited {timeout:.0f} s in "
+                           "the queue; retry shortly.", code="queue_timeout",
+                           headers={"Retry-After": "5"}) from exc
+        raise
     except BaseException:
         cancel.set()
         raise

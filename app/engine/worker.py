@@ -58,6 +58,7 @@ class _Job(Generic[T]):
     enqueued_at: float = field(compare=False, default_factory=time.perf_counter)
     started_at: float | None = field(compare=False, default=None)
     started: threading.Event | None = field(compare=False, default=None)
+    counted: bool = field(compare=False, default=True)  # still counted in ``_pending``
 
 
 class EngineWorker:
@@ -78,8 +79,8 @@ class EngineWorker:
 
     @property
     def depth(self) -> int:
-        """Jobs waiting (not counting the one running)."""
-        return self._queue.qsize()
+        """Jobs waiting to run (not counting the one running nor cancelled ones)."""
+        return max(0, self._pending)
 
     async def submit(
         self,
@@ -112,9 +113,24 @@ class EngineWorker:
         try:
             return await asyncio.shield(job.future)
         except asyncio.CancelledError:
-            # The awaiting task went away (client disconnected): stop the generation.
+            # The awaiting task went away (client disconnected, superseded, timed out): stop
+            # the generation; a job that never started stops counting against the limit now.
             job.cancel.set()
+            self._uncount(job)
+            # nobody awaits the result any more: consume it so asyncio does not warn
+            job.future.add_done_callback(lambda f: f.cancelled() or f.exception())
             raise
+
+    def _uncount(self, job: _Job[Any]) -> None:
+        with self._lock:
+            if job.counted and job.started_at is None:
+                job.counted = False
+                self._pending -= 1
+
+    @property
+    def pending(self) -> int:
+        """Jobs waiting that will still run (cancelled ones no longer count)."""
+        return self._pending
 
     def next_seq(self) -> int:
         """A queue position, for callers that want to keep one across resubmissions."""
@@ -137,11 +153,13 @@ class EngineWorker:
             if job.fn is None:
                 return
             with self._lock:
-                self._pending -= 1
+                if job.counted:
+                    job.counted = False
+                    self._pending -= 1
+                job.started_at = time.perf_counter()
             if job.cancel.is_set() or job.future.cancelled():
                 self._resolve(job, exc=JobCancelledError("cancelled before it started"))
                 continue
-            job.started_at = time.perf_counter()
             if job.started is not None:
                 job.started.set()
             self.busy_since = job.started_at
