@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from app.engine.cpu_threads import configure_omp_wait
 from app.settings import Settings
 
 
@@ -39,6 +40,7 @@ def _serve(args: argparse.Namespace) -> int:
         if getattr(args, name, None) is not None
     }
     settings = Settings(**overrides)
+    configure_omp_wait(settings.omp_wait_policy)
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
@@ -111,7 +113,6 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="livetrans", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -120,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, (_, _, help_text) in DELEGATED.items():
         sub.add_parser(name, help=help_text, add_help=False)
     if argv and argv[0] in DELEGATED:
+        # Benchmarks and tools load the model too: same policy knob as the server's.
+        configure_omp_wait(os.environ.get("LIVETRANS_OMP_WAIT_POLICY", "auto"))
         module, func, _ = DELEGATED[argv[0]]
         return _delegate(module, func)(argv[1:])
     args = parser.parse_args(argv)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -21,6 +22,9 @@ class Settings(BaseSettings):
     n_ctx: int = Field(4096, ge=256, description="context window in tokens")
     n_threads: int | None = Field(None, ge=1, description="CPU threads (default: all cores)")
     n_gpu_layers: int = Field(0, description="layers offloaded to the GPU (-1 = all)")
+    omp_wait_policy: Literal["auto", "active", "passive"] = Field(
+        "auto", description="how idle CPU threads wait: auto (OpenMP default, fastest on a "
+        "dedicated CPU), active, or passive (steadier when other processes share the cores)")
     max_source_chars: int = Field(4000, ge=1, description="longest source text accepted")
     max_new_tokens: int = Field(512, ge=1, description="cap on max_tokens per request")
     max_sessions: int = Field(1000, ge=1, description="sessions kept (least recently used go)")

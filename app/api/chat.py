@@ -86,6 +86,8 @@ def livetrans_info(outcome: TranslationOutcome) -> LivetransInfo:
         draft_tokens=r.draft_tokens,
         accepted_tokens=r.accepted_tokens,
         new_tokens=r.new_tokens,
+        ssbd_draft_tokens=r.ssbd_draft_tokens,
+        ssbd_accepted_tokens=r.ssbd_accepted_tokens,
         forward_passes=r.forward_passes,
         decode_ms=round(r.decode_ms, 2),
         is_final=outcome.is_final,

@@ -280,7 +280,9 @@ class LiveConnection:
             "final": update.final,
             "stats": {
                 "draft_tokens": r.draft_tokens, "accepted_tokens": r.accepted_tokens,
-                "new_tokens": r.new_tokens, "forward_passes": r.forward_passes,
+                "new_tokens": r.new_tokens, "ssbd_draft_tokens": r.ssbd_draft_tokens,
+                "ssbd_accepted_tokens": r.ssbd_accepted_tokens,
+                "forward_passes": r.forward_passes,
                 "decode_ms": round(r.decode_ms, 2), "queue_wait_ms": round(queue_ms, 2),
                 "coalesced": self.queue.coalesced, "superseded": self.superseded,
             },

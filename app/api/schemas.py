@@ -117,9 +117,12 @@ class LivetransInfo(BaseModel):
     session_id: str | None
     revision: int
     display_text: str
-    draft_tokens: int
+    draft_tokens: int  # every token proposed to the verifier: SSBD draft + drafters
     accepted_tokens: int
     new_tokens: int
+    # The SSBD draft alone (the session's previous translation, or ``prediction``).
+    ssbd_draft_tokens: int = 0
+    ssbd_accepted_tokens: int = 0
     forward_passes: int
     decode_ms: float
     is_final: bool = True

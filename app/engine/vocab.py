@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import os
 from pathlib import Path
 
 
 def import_llama():  # noqa: ANN201 - returns the module
-    # Busy-waiting OpenMP threads stall badly when other processes share the CPU cores.
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    # OpenMP reads its wait policy when this import loads it: see app.engine.cpu_threads.
     import llama_cpp
 
     return llama_cpp

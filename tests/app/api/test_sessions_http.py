@@ -33,10 +33,12 @@ def test_display_text_hides_exactly_mask_k_tokens_of_non_finals(live_server) -> 
 def test_two_sessions_never_share_drafts(live_server) -> None:
     a1 = _post(live_server, "The cat sleeps on the sofa", session_id="iso-a").json()
     b1 = _post(live_server, "Stock markets fell sharply", session_id="iso-b").json()
-    assert a1["livetrans"]["draft_tokens"] == b1["livetrans"]["draft_tokens"] == 0
+    # first updates: no previous translation to draft from (drafters may still propose)
+    assert a1["livetrans"]["ssbd_draft_tokens"] == b1["livetrans"]["ssbd_draft_tokens"] == 0
     a2 = _post(live_server, "The cat sleeps on the sofa all day", session_id="iso-a").json()
-    # a's draft is a's previous translation: its start is accepted
-    assert a2["livetrans"]["accepted_tokens"] > 0
+    # a's draft is a's previous translation, token for token, and its start is accepted
+    assert a2["livetrans"]["ssbd_draft_tokens"] == a1["usage"]["completion_tokens"]
+    assert a2["livetrans"]["ssbd_accepted_tokens"] > 0
     header = httpx.post(live_server.url + "/v1/chat/completions", timeout=120,
                         headers={"X-Session-ID": "iso-b"},
                         json={**URL_BODY, "messages": [

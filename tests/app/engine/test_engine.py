@@ -59,6 +59,10 @@ def test_batched_logits_agree_with_one_at_a_time_except_near_ties(engine) -> Non
 def test_truncate_then_continue_matches_fresh_evaluation(engine) -> None:
     rt = engine.rt
     prompt = _prompt(rt, SOURCES[0])
+    # The prompt's KV entries first, so that ``ref`` and ``again`` below take exactly the
+    # same batch shapes (only the last prompt token is recomputed): then any difference
+    # can only come from entries the truncation failed to forget.
+    engine.evaluate_prompt(prompt)
     ref = _greedy(engine, prompt).tokens
     # Fill the cache with junk after the prompt, truncate, and continue.
     engine.decode(rt.tokenize(" irrelevant words that must be forgotten"), [0])
