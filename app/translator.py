@@ -76,6 +76,18 @@ def trailing_punctuation(rt, tokens: list[int]) -> int:
     return n
 
 
+def next_draft(result: GenerationResult) -> list[int]:
+    """What the next update of the segment may use as its draft.
+
+    A runaway output (cut at the length cap, or ended by the loop detector) is no
+    translation: biased verification would keep it and grow it by a few tokens per update
+    (measured: a 4-word source that looped into "Am Sonntag, am Dienstag, am Mittwoch, ..."
+    stayed a 163-token list of weekdays for the rest of the sentence at beta 0.2), and even
+    unbiased, verifying it costs one logits row per token for nothing. It is dropped.
+    """
+    return [] if result.runaway else list(result.tokens)
+
+
 def translation_token_cap(rt, source: str) -> int:
     """A translation is not many times longer than its source: cap runaway outputs."""
     return 3 * len(rt.tokenize(source)) + 16
@@ -210,7 +222,7 @@ class Translator:
                 sid = session.session_id
                 if result.finish_reason != "cancelled":
                     revision = session.record(
-                        source, result.tokens, text, final, opts.target_lang, opts.source_lang
+                        source, next_draft(result), text, final, opts.target_lang, opts.source_lang
                     )
                 stats = session.stats
                 stats.updates += 1

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from app.engine.engine import Engine
 from app.prompts import PromptFormat
-from app.translator import TranslateOptions, masked_tokens, translate_update
+from app.translator import TranslateOptions, masked_tokens, next_draft, translate_update
 from eval.datasets.streams import Stream
 
 
@@ -92,7 +92,7 @@ def run_stream(engine: Engine, fmt: PromptFormat, method: Method, stream: Stream
             "decode_ms": round(result.decode_ms, 3), "prompt_ms": round(result.prompt_ms, 3),
             "finish": result.finish_reason,
         })
-        previous = list(result.tokens)
+        previous = next_draft(result)
     return records
 
 

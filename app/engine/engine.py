@@ -74,10 +74,16 @@ class GenerationResult:
     prompt_ms: float = 0.0  # the first forward pass (prompt suffix + draft)
     by_drafter: dict[str, list[int]] = field(default_factory=dict)  # name -> [proposed, accepted]
     lse_computed: int = 0
+    looped: bool = False  # ended by the loop detector
 
     @property
     def new_tokens(self) -> int:
         return len(self.tokens) - self.accepted_tokens
+
+    @property
+    def runaway(self) -> bool:
+        """Cut off rather than finished: hit the token cap or fell into a loop."""
+        return self.looped or self.finish_reason == "length"
 
 
 def ends_in_loop(tokens: list[int], max_period: int = 16, min_repeats: int = 3,
@@ -194,6 +200,7 @@ class Engine:
                 return True
             if req.stop_on_loop and ends_in_loop(out):
                 result.finish_reason = "stop"
+                result.looped = True
                 return True
             return False
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from app.engine.engine import GenerationResult
 from app.prompts import FewShotFormat
 from app.translator import (
     TranslateOptions,
     masked_tokens,
+    next_draft,
     trailing_punctuation,
     translate_update,
 )
@@ -17,6 +19,16 @@ def test_masked_tokens() -> None:
     assert masked_tokens([1, 2, 3, 4], 3, False) == [1]
     assert masked_tokens([1, 2], 3, False) == []
     assert masked_tokens([1, 2, 3, 4], 3, True) == [1, 2, 3, 4]
+
+
+def test_a_runaway_output_is_no_draft() -> None:
+    def result(finish: str, looped: bool = False) -> GenerationResult:
+        return GenerationResult(tokens=[5, 6, 7], text="x", finish_reason=finish,
+                                prompt_tokens=3, prompt_tokens_cached=0, looped=looped)
+
+    assert next_draft(result("stop")) == [5, 6, 7]
+    assert next_draft(result("length")) == []
+    assert next_draft(result("stop", looped=True)) == []
 
 
 def test_draft_mask_k_cuts_the_draft_display_mask_does_not(engine) -> None:
