@@ -26,6 +26,21 @@ class SessionBusyError(RuntimeError):
     """The session is translating another update (HTTP 409)."""
 
 
+def agreed_prefix(older: list[int], newer: list[int]) -> int:
+    """Length of the common token prefix of two consecutive outputs of a segment.
+
+    Local agreement, as in simultaneous MT: a prefix the model produced twice, from two
+    different source prefixes, is evidence; the rest of the previous output was produced
+    once and may be a guess from too little source. A small model's first guess from three
+    words is often a hallucination that beta would otherwise keep for the whole sentence.
+    """
+    n = min(len(older), len(newer))
+    i = 0
+    while i < n and older[i] == newer[i]:
+        i += 1
+    return i
+
+
 @dataclass
 class SessionStats:
     updates: int = 0
@@ -42,6 +57,7 @@ class Session:
     source: str = ""
     previous_tokens: list[int] = field(default_factory=list)
     previous_text: str = ""
+    previous_agreed: int = 0  # leading draft tokens the two latest outputs agreed on
     revision: int = 0  # revision of the current segment's latest translation
     segment: int = 0  # segments finished so far
     target_lang: str | None = None
@@ -66,9 +82,11 @@ class Session:
         self.target_lang, self.source_lang = target_lang, source_lang
         if is_final:
             self.source, self.previous_tokens, self.previous_text = "", [], ""
+            self.previous_agreed = 0
             self.segment += 1
             self.revision = 0
         else:
+            self.previous_agreed = agreed_prefix(self.previous_tokens, tokens)
             self.source, self.previous_tokens, self.previous_text = source, list(tokens), text
         return revision
 

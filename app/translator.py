@@ -37,6 +37,9 @@ class TranslateOptions:
     stop: tuple[str, ...] = ()
     draft_budget: int = 6
     unbiased_tail: bool = True  # no bias on sentence-final punctuation ending the draft
+    # "all": bias every draft token; "agreed": only the draft's prefix on which the two
+    # previous outputs of the segment agreed (see ``agreed_prefix``).
+    bias_scope: str = "all"
 
     def uses(self, name: str) -> bool:
         return self.drafters is None or name in self.drafters
@@ -105,6 +108,7 @@ def translate_update(
     cancel: threading.Event | None = None,
     on_text: Callable[[str], None] | None = None,
     extra_draft: list[int] | None = None,
+    draft_agreed: int | None = None,
 ) -> tuple[GenerationResult, str]:
     """One update on the engine thread: the exact code path of the server and the benchmarks.
 
@@ -122,6 +126,8 @@ def translate_update(
     # The draft's end is no evidence that the translation ends there: sentence-final
     # punctuation at the very end of the draft is verified without bias.
     bias_limit = len(draft) - (trailing_punctuation(rt, draft) if opts.unbiased_tail else 0)
+    if opts.bias_scope == "agreed":
+        bias_limit = min(bias_limit, draft_agreed or 0)
     if extra_draft:
         draft = draft + list(extra_draft)  # benchmarks only: e.g. the old stop token
         bias_limit = len(draft) if not opts.unbiased_tail else bias_limit
@@ -200,8 +206,11 @@ class Translator:
         try:
             draft_text = prediction
             draft_tokens: list[int] | None = None
+            # a client's prediction has no history: it counts as agreed on in full
+            draft_agreed: int | None = None if prediction is None else 1 << 30
             if draft_text is None and session is not None and opts.uses("previous"):
                 draft_tokens = session.draft_for(opts.target_lang, opts.source_lang)
+                draft_agreed = session.previous_agreed
             prompt = self.render(source, opts)
             chain = self._chain(opts)
 
@@ -209,6 +218,7 @@ class Translator:
                 return translate_update(
                     engine, prompt, opts, final, draft_tokens=draft_tokens,
                     draft_text=draft_text, chain=chain, cancel=cancel, on_text=on_text,
+                    draft_agreed=draft_agreed,
                 )
 
             result, display_text = await self.worker.submit(

@@ -7,7 +7,8 @@ Every method goes through ``app.translator.translate_update``, the server's own 
   flags after ``+``: ``draftmask<k>`` (draft mask-k: the draft loses its last k tokens),
   ``drafters`` (the drafter chain proposes tokens past the draft), ``stopdraft`` (the
   previous output's stop token kept at the draft's end and biased: the failure mode this
-  project avoids), ``biastail`` (bias draft-final punctuation too).
+  project avoids), ``biastail`` (bias draft-final punctuation too), ``agreed`` (bias only
+  the draft prefix on which the two previous outputs agreed).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from app.engine.engine import Engine
 from app.prompts import PromptFormat
+from app.sessions import agreed_prefix
 from app.translator import TranslateOptions, masked_tokens, next_draft, translate_update
 from eval.datasets.streams import Stream
 
@@ -29,6 +31,7 @@ class Method:
     draft_mask_k: int = 0
     drafters: bool = False
     temperature: float = 0.0
+    bias_scope: str = "all"
 
     @property
     def is_ar(self) -> bool:
@@ -53,6 +56,8 @@ def parse_method(item: str) -> Method:
             m = replace(m, draft_mask_k=int(flag[len("draftmask"):]))
         elif flag == "drafters":
             m = replace(m, drafters=True)
+        elif flag == "agreed":
+            m = replace(m, bias_scope="agreed")
         else:
             raise ValueError(f"unknown method flag {flag!r}")
     return m
@@ -68,12 +73,14 @@ def run_stream(engine: Engine, fmt: PromptFormat, method: Method, stream: Stream
     """Translate every update of one stream with one method; one record per update."""
     records = []
     previous: list[int] = []
+    agreed = 0
     for i, update in enumerate(stream.updates):
         opts = TranslateOptions(
             source_lang=src_lang, target_lang=tgt_lang, beta=method.beta or 0.0,
             mask_k=method.draft_mask_k, mask_mode="draft" if method.draft_mask_k else "display",
             unbiased_tail=method.unbiased_tail, max_tokens=max_tokens,
             temperature=method.temperature, seed=None if seed is None else seed + i,
+            bias_scope=method.bias_scope,
         )
         prompt = fmt.translation(update.source, src_lang, tgt_lang)
         result, _ = translate_update(
@@ -81,6 +88,7 @@ def run_stream(engine: Engine, fmt: PromptFormat, method: Method, stream: Stream
             draft_tokens=[] if method.is_ar else previous,
             chain=chain if method.drafters else None,
             extra_draft=[newline_token] if (method.stop_draft and previous) else None,
+            draft_agreed=agreed,
         )
         records.append({
             "update": i, "source": update.source, "read": len(update.source.split()),
@@ -92,7 +100,9 @@ def run_stream(engine: Engine, fmt: PromptFormat, method: Method, stream: Stream
             "decode_ms": round(result.decode_ms, 3), "prompt_ms": round(result.prompt_ms, 3),
             "finish": result.finish_reason,
         })
-        previous = next_draft(result)
+        draft = next_draft(result)
+        agreed = agreed_prefix(previous, draft)
+        previous = draft
     return records
 
 

@@ -148,6 +148,7 @@ def _prepare(
         beta=body.beta,
         mask_k=body.mask_k,
         mask_mode=body.mask_mode,
+        bias_scope=body.bias_scope,
         drafters=list(body.drafters) if body.drafters is not None else None,
         max_tokens=max_tokens,
         temperature=body.temperature or 0.0,

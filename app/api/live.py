@@ -16,7 +16,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, Field, ValidationError
@@ -47,6 +47,7 @@ class StartMessage(BaseModel):
     beta: float = Field(0.2, ge=0.0, lt=1.0)
     mask_k: int = Field(3, ge=0, le=64)
     drafters: list[str] | None = None
+    bias_scope: Literal["all", "agreed"] = "all"
 
 
 class TextMessage(BaseModel):
@@ -169,6 +170,7 @@ class LiveConnection:
         self.options = TranslateOptions(
             source_lang=source, target_lang=target, beta=start.beta, mask_k=start.mask_k,
             drafters=start.drafters, max_tokens=settings.max_new_tokens,
+            bias_scope=start.bias_scope,
         )
         self.session = self.state.sessions.acquire(None, self.owner)
         await self.send({"type": "ready", "session_id": self.session.session_id})

@@ -71,6 +71,7 @@ class ChatCompletionRequest(BaseModel):
     beta: float = Field(0.2, ge=0.0, lt=1.0)
     mask_k: int = Field(3, ge=0, le=64)
     mask_mode: Literal["display", "draft"] = "display"
+    bias_scope: Literal["all", "agreed"] = "all"
     drafters: list[Literal["previous", "dictionary", "trigram", "ngram"]] | None = None
 
     @field_validator("stop")

@@ -59,3 +59,14 @@ def test_sessions_of_different_owners_are_separate() -> None:
     store.release(mine)
     theirs = store.acquire("shared-id", owner="key2")
     assert theirs is not mine and theirs.previous_tokens == []
+
+
+def test_agreed_prefix_tracks_the_two_latest_outputs() -> None:
+    store = SessionStore(max_sessions=4, ttl_s=60)
+    s = store.acquire("agree")
+    s.record("a b", [1, 2, 3], "x", False, "de", "en")
+    assert s.previous_agreed == 0  # one output is no agreement
+    s.record("a b c", [1, 2, 4, 5], "y", False, "de", "en")
+    assert s.previous_agreed == 2
+    s.record("a b c.", [1, 2, 4, 5, 6], "z", True, "de", "en")
+    assert s.previous_agreed == 0 and s.previous_tokens == []

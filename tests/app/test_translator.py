@@ -54,3 +54,20 @@ def test_trailing_punctuation_and_length_cap(engine) -> None:
     r, _ = translate_update(engine, FMT.translation("Yes.", "en", "de"),
                             TranslateOptions(target_lang="de", max_tokens=500), True)
     assert len(r.tokens) <= 3 * len(rt.tokenize("Yes.")) + 16
+
+
+def test_agreed_scope_biases_only_the_agreed_prefix(engine) -> None:
+    """A draft that nobody agreed on is verified without bias, so a wrong one is rejected."""
+    prompt = FMT.translation("The weather was cold and windy all week", "en", "de")
+    wrong = engine.rt.tokenize(" Das Essen war warm und sonnig den ganzen Monat")
+    biased, _ = translate_update(engine, prompt, TranslateOptions(target_lang="de", beta=0.99),
+                                 False, draft_tokens=wrong)
+    assert biased.ssbd_accepted_tokens == len(wrong)  # beta 0.99 keeps any draft
+    gated, _ = translate_update(
+        engine, prompt, TranslateOptions(target_lang="de", beta=0.99, bias_scope="agreed"),
+        False, draft_tokens=wrong, draft_agreed=0)
+    assert gated.ssbd_accepted_tokens < len(wrong)
+    kept, _ = translate_update(
+        engine, prompt, TranslateOptions(target_lang="de", beta=0.99, bias_scope="agreed"),
+        False, draft_tokens=wrong, draft_agreed=3)
+    assert kept.tokens[:3] == wrong[:3]
