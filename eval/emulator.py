@@ -107,7 +107,9 @@ def run_emulation(chain: DrafterChain, targets: list[list[int]], prompts: list[l
     return result
 
 
-ROW_COST = 0.07
+# One extra logits row costs about 4 ms against an 18 ms single-token step on the 2-core
+# development machine (``livetrans bench``, Gemma 3 270M, OpenMP wait policy auto).
+ROW_COST = 0.22
 
 
 def _row(lang: str, label: str, r: EmulationResult, row_cost: float, extra: str = "") -> str:
