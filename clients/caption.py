@@ -30,6 +30,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from clients.urls import live_url
 from eval.metrics.erasure import normalized_erasure
 from eval.metrics.speed import percentile
 
@@ -182,7 +183,7 @@ async def run_client(args: argparse.Namespace, utterances: list[dict] | None,
     if args.drafters is not None:
         start["drafters"] = [d for d in args.drafters.split(",") if d]
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else None
-    async with websockets.connect(args.server.rstrip("/") + "/v1/live", max_size=None,
+    async with websockets.connect(live_url(args.server), max_size=None,
                                   additional_headers=headers) as ws:
         await ws.send(json.dumps(start))
         ready = json.loads(await ws.recv())
@@ -202,7 +203,8 @@ async def run_client(args: argparse.Namespace, utterances: list[dict] | None,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans caption", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--server", default="ws://127.0.0.1:8000")
+    ap.add_argument("--server", default="http://127.0.0.1:8000",
+                    help="the server's address (http://, https://, ws:// or wss://)")
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--file", type=Path, help="ASR partials JSONL to replay")
     src.add_argument("--stdin", action="store_true", help="read partials from stdin")

@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 import httpx
 import websockets
 
+from clients.urls import live_url
 from eval.metrics.speed import percentile
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -130,7 +131,7 @@ async def run(args: argparse.Namespace) -> LoadStats:
         raise SystemExit("load-test only targets loopback servers")
     utterances = [json.loads(x) for x in args.asr_file.read_text().splitlines() if x.strip()]
     stats = LoadStats()
-    ws_url = args.server.replace("http://", "ws://").rstrip("/") + "/v1/live"
+    ws_url = live_url(args.server)
     stop = asyncio.Event()
     texts = [u["reference"] for u in utterances]
     http_tasks = [asyncio.create_task(http_client(args.server.rstrip("/"), texts[k::7], stop,
