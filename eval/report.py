@@ -13,7 +13,7 @@ from pathlib import Path
 
 from eval.metrics.acceptance import acceptance
 from eval.metrics.comet import comet_score
-from eval.metrics.erasure import ne_signature, ne_unit, normalized_erasure
+from eval.metrics.erasure import ne_signature, ne_unit, normalized_erasure, units
 from eval.metrics.latency import laal, laal_signature, mean_laal
 from eval.metrics.quality import bleu_score, bleu_signature, chrf_score, chrf_signature
 from eval.metrics.speed import speed, speedup
@@ -63,9 +63,12 @@ def summarize(records: list[dict], mask_ks: list[int], detokenize: Callable | No
             "forward_passes": sum(r["forward_passes"] for r in flat),
             "chrF": chrf_score(finals, refs) if all(refs) else None,
             "BLEU": bleu_score(finals, refs, lang) if all(refs) else None,
+            # target "words" in the NE unit: whitespace words would make a whole zh/ja
+            # sentence one word
             "LAAL": mean_laal([
-                laal([r["text"].split() for r in recs], [r["read"] for r in recs],
-                     recs[-1]["read"], len(recs[-1].get("reference", "").split()) or None)
+                laal([units(r["text"], unit) for r in recs], [r["read"] for r in recs],
+                     recs[-1]["read"], len(units(recs[-1].get("reference") or "", unit))
+                     or None)
                 for recs in stream_list]),
             "final_words": sum(len(f.split()) for f in finals),
         }
@@ -78,7 +81,8 @@ def summarize(records: list[dict], mask_ks: list[int], detokenize: Callable | No
         row["COMET_note"] = comet.reason if comet else "no references"
         row["signatures"] = {
             "NE": ne_signature(unit), "NE_display": [ne_signature(unit, k) for k in mask_ks],
-            "chrF": chrf_signature(), "BLEU": bleu_signature(lang), "LAAL": laal_signature(),
+            "chrF": chrf_signature(), "BLEU": bleu_signature(lang),
+            "LAAL": laal_signature(target_unit=unit),
             "COMET": comet.signature if comet else None,
         }
         out[f"{dataset}|{lang}|{method}"] = row

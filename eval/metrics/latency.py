@@ -60,5 +60,6 @@ def mean_laal(values: Sequence[float | None]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def laal_signature(unit: str = "source-words") -> str:
-    return f"laal|delay:{unit}-read-when-word-stabilized|rate:max(hyp,ref)|agg:mean-over-streams"
+def laal_signature(unit: str = "source-words", target_unit: str = "word") -> str:
+    return (f"laal|delay:{unit}-read-when-word-stabilized|target:{target_unit}"
+            "|rate:max(hyp,ref)|agg:mean-over-streams")
