@@ -16,7 +16,7 @@ from eval.metrics.comet import comet_score
 from eval.metrics.erasure import ne_signature, ne_unit, normalized_erasure, units
 from eval.metrics.latency import laal, laal_signature, mean_laal
 from eval.metrics.quality import bleu_score, bleu_signature, chrf_score, chrf_signature
-from eval.metrics.speed import speed, speedup
+from eval.metrics.speed import final_caption_ms, speed, speedup
 
 Group = tuple[str, str]  # (dataset, lang)
 
@@ -59,7 +59,7 @@ def summarize(records: list[dict], mask_ks: list[int], detokenize: Callable | No
             "dataset": dataset, "lang": lang, "method": method, "streams": len(stream_list),
             "updates": len(flat), "ne_unit": unit,
             "NE": normalized_erasure(outputs, unit),
-            **acceptance(flat), **speed(flat),
+            **acceptance(flat), **speed(flat), **final_caption_ms(stream_list),
             "forward_passes": sum(r["forward_passes"] for r in flat),
             "chrF": chrf_score(finals, refs) if all(refs) else None,
             "BLEU": bleu_score(finals, refs, lang) if all(refs) else None,
@@ -102,14 +102,18 @@ def _fmt(v, pct: bool = False) -> str:  # noqa: ANN001
     return str(v)
 
 
+def _ms(v) -> str:  # noqa: ANN001
+    return "-" if v is None else f"{v:.0f}"
+
+
 def table2(summary: dict, mask_k: int) -> str:
     """SSBD Table 2 layout: per language, Dataset / Method / quality / NE / A/D / A/O / TPS."""
     lines = []
     for lang in sorted({r["lang"] for r in summary.values()}):
         lines.append(f"\n**English→{lang}**\n")
         lines.append(f"| Dataset | Method | COMET | chrF | NE | NE (display k={mask_k}) | A/D |"
-                     " A/O | Output TPS | decode s | Speedup | LAAL |")
-        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+                     " A/O | Output TPS | decode s | Speedup | LAAL | final ms p50/p95 |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in summary.values():
             if r["lang"] != lang:
                 continue
@@ -118,7 +122,7 @@ def table2(summary: dict, mask_k: int) -> str:
                 f"{_fmt(r['NE'])} | {_fmt(r.get(f'NE_display_k{mask_k}'))} | "
                 f"{_fmt(r['A/D'], True)} | {_fmt(r['A/O'], True)} | "
                 f"{r['tokens_per_s']:.1f} | {r['decode_s']:.1f} | {_fmt(r['speedup'])} | "
-                f"{_fmt(r['LAAL'])} |")
+                f"{_fmt(r['LAAL'])} | {_ms(r.get('final_ms_p50'))}/{_ms(r.get('final_ms_p95'))} |")
     notes = sorted({r["COMET_note"] for r in summary.values() if r["COMET"] is None})
     sigs = sorted({(r["lang"], r["signatures"]["NE"], r["signatures"]["chrF"])
                    for r in summary.values()})
