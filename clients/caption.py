@@ -69,6 +69,7 @@ class RunStats:
             "finals": finals,
             "final_to_caption_ms_p50": _round(percentile(latencies, 50)),
             "final_to_caption_ms_p95": _round(percentile(latencies, 95)),
+            "final_to_caption_ms_max": _round(max(latencies)) if latencies else None,
             "ne_display": round(normalized_erasure(streams, unit=unit), 3) if streams else None,
             "a_over_o": round(accepted / output, 3) if output else None,
             "errors": len(self.errors),
@@ -230,10 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
+        # one row per statistic: a wide one-row table gets its headers cut off in a pipe
         table = Table(title="livetrans caption: stream statistics")
-        for key in summary:
-            table.add_column(key)
-        table.add_row(*["-" if v is None else str(v) for v in summary.values()])
+        table.add_column("statistic")
+        table.add_column("value", justify="right")
+        for key, value in summary.items():
+            table.add_row(key, "-" if value is None else str(value))
         console.print(table)
     for err in stats.errors:
         console.print(f"[red]server error[/red] {err.get('code')}: {err.get('message')}")

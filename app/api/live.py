@@ -204,6 +204,10 @@ class LiveConnection:
                 # a final behind it is not held up until the partial's turn in the queue.
                 cancel.set()
                 self.superseding.set()
+            elif final:
+                # A running partial is stale once the final is here: it stops at its next
+                # forward pass (no caption, no draft) instead of making the final wait for it.
+                cancel.set()
 
     # -- translator ----------------------------------------------------------------------
     async def process(self) -> None:
