@@ -97,7 +97,7 @@ def test_sessions_stick_to_one_replica_and_survive_its_death(tmp_path) -> None:
         assert r.status_code == 200
         assert r.headers["x-livetrans-replica"] != f"r{victim}"
         info = r.json()["livetrans"]
-        assert info["revision"] == 1 and info["draft_tokens"] == 0
+        assert info["revision"] == 1 and info["ssbd_draft_tokens"] == 0  # no draft survived
         assert r.json()["choices"][0]["message"]["content"].strip()
         # and the session lives on there: the next update uses the new draft
         r = update("sess-0", " ".join(words) + " again")
