@@ -9,11 +9,18 @@ an empty draft and is still a correct translation.
 Concurrency: each session has a busy flag. A second request for a session that is still
 translating gets ``SessionBusyError`` (HTTP 409): re-translation updates of one stream are
 ordered, and silently interleaving them would make the draft of one update depend on
-which request won the race.
+which request won the race. A store whose every slot holds a busy session cannot make room
+for a new one: ``SessionStoreFullError`` (HTTP 429), never an eviction of work in flight.
+
+Order: a session never moves backwards. ``Session.check_newer`` refuses (``StaleUpdateError``,
+HTTP 409) an update older than the newest one applied: by the client's ``seq`` when it sends
+one, otherwise a partial whose source is the newest applied source or a prefix of it (a
+retried or reordered update of a growing transcript; see ``check_newer`` for why).
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -21,9 +28,33 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+# Session ids travel in logs, headers and the gateway's hash key: one rule for
+# the body field and the X-Session-ID header alike.
+SESSION_ID_MAX_CHARS = 128
+SESSION_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+_SESSION_ID_RE = re.compile(SESSION_ID_PATTERN)
+
+
+def valid_session_id(value: str) -> bool:
+    """True for 1-128 characters of ``A-Z a-z 0-9 . _ : -``."""
+    return bool(_SESSION_ID_RE.fullmatch(value))
+
 
 class SessionBusyError(RuntimeError):
     """The session is translating another update (HTTP 409)."""
+
+
+class SessionStoreFullError(RuntimeError):
+    """Every session slot holds a session with work in flight: no room for a new one.
+
+    Raised by ``SessionStore.acquire`` for a new session id (HTTP 429; a WebSocket ``start``
+    gets an error frame). Busy sessions are never evicted, so the caller must wait until one
+    frees rather than take another's slot.
+    """
+
+
+class StaleUpdateError(RuntimeError):
+    """The update is older than the session's newest (a retry or a reordering): HTTP 409."""
 
 
 def agreed_prefix(older: list[int], newer: list[int]) -> int:
@@ -65,6 +96,41 @@ class Session:
     stats: SessionStats = field(default_factory=SessionStats)
     last_used: float = field(default_factory=time.monotonic)
     busy: bool = False
+    # Order (``check_newer``): the newest applied source (partial or final; it survives the
+    # final, so a stale partial cannot start the next segment) and the client's newest seq.
+    newest_source: str = ""
+    newest_seq: int | None = None
+
+    def check_newer(self, source: str, is_final: bool, seq: int | None = None) -> None:
+        """Refuse an update older than the newest applied one (``StaleUpdateError``).
+
+        With ``seq`` (the client's counter, strictly increasing within the session) the
+        order is exact: ``seq`` must exceed every seq applied so far. Without it the server
+        can only judge by the text: a partial that equals the newest applied source, or is a
+        prefix of it, is what a retried or late request of a growing transcript looks like
+        ("Ladies and" arriving after "Ladies and gentlemen"), and applying it would make an
+        older hypothesis the session's newest revision and its draft. A genuine ASR
+        retraction that only drops a tail looks the same and is refused too; it costs
+        nothing that the next growing partial or the final does not restore, and a client
+        that needs retractions applied sends ``seq``. Finals are never judged by text (a
+        final commonly repeats its last partial verbatim).
+        """
+        if seq is not None:
+            if self.newest_seq is not None and seq <= self.newest_seq:
+                raise StaleUpdateError(
+                    f"update seq {seq} is not newer than the session's newest applied seq "
+                    f"{self.newest_seq}; it was not applied")
+            return
+        if not is_final and self.newest_source and self.newest_source.startswith(source):
+            raise StaleUpdateError(
+                "this partial repeats or shortens the session's newest source, so it is a "
+                "retried or late update; it was not applied (send 'seq' to order updates "
+                "explicitly)")
+
+    def applied(self, seq: int | None) -> None:
+        """Note that the update carrying ``seq`` was applied (call while holding the session)."""
+        if seq is not None:
+            self.newest_seq = seq if self.newest_seq is None else max(self.newest_seq, seq)
 
     def draft_for(self, target_lang: str, source_lang: str) -> list[int]:
         """The previous translation, unless the language pair changed (then it is no draft)."""
@@ -79,6 +145,7 @@ class Session:
         """Store an update's translation; returns its revision. A final resets the draft."""
         self.revision += 1
         revision = self.revision
+        self.newest_source = source
         self.target_lang, self.source_lang = target_lang, source_lang
         if is_final:
             self.source, self.previous_tokens, self.previous_text = "", [], ""
@@ -118,6 +185,8 @@ class SessionStore:
 
         A session owned by another API key is treated as unknown: the caller gets a fresh,
         separate session under a key scoped to its owner, and never learns the other exists.
+        A new session takes the slot of the least recently used idle one when the store is
+        full; when every session is busy, ``SessionStoreFullError`` (nothing is created).
         """
         now = self._clock()
         with self._lock:
@@ -126,17 +195,10 @@ class SessionStore:
             key = self._key(sid, owner)
             session = self._sessions.get(key)
             if session is None:
+                while len(self._sessions) >= self.max_sessions:
+                    self._evict_one_idle()
                 session = Session(session_id=sid, owner=owner)
                 self._sessions[key] = session
-                while len(self._sessions) > self.max_sessions:
-                    victim_key, victim = next(iter(self._sessions.items()))
-                    if victim.busy:  # never evict work in flight; move it to the back
-                        self._sessions.move_to_end(victim_key)
-                        if all(s.busy for s in self._sessions.values()):
-                            break
-                        continue
-                    del self._sessions[victim_key]
-                    self.evicted += 1
             elif session.busy:
                 raise SessionBusyError(
                     f"session '{sid}' is still translating the previous update; "
@@ -146,6 +208,16 @@ class SessionStore:
             session.busy = True
             session.last_used = now
             return session
+
+    def _evict_one_idle(self) -> None:
+        """Drop the least recently used session that is not busy (lock held)."""
+        for victim_key, victim in self._sessions.items():
+            if not victim.busy:
+                del self._sessions[victim_key]
+                self.evicted += 1
+                return
+        raise SessionStoreFullError(
+            f"all {self.max_sessions} sessions are busy translating; retry when one finishes")
 
     async def acquire_when_free(self, session_id: str, owner: str | None = None,
                                 timeout: float = 60.0, poll_s: float = 0.01) -> Session:

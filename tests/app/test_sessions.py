@@ -1,6 +1,12 @@
 import pytest
 
-from app.sessions import SessionBusyError, SessionStore
+from app.sessions import (
+    SessionBusyError,
+    SessionStore,
+    SessionStoreFullError,
+    StaleUpdateError,
+    valid_session_id,
+)
 
 
 class Clock:
@@ -70,3 +76,69 @@ def test_agreed_prefix_tracks_the_two_latest_outputs() -> None:
     assert s.previous_agreed == 2
     s.record("a b c.", [1, 2, 4, 5, 6], "z", True, "de", "en")
     assert s.previous_agreed == 0 and s.previous_tokens == []
+
+
+def test_a_store_full_of_busy_sessions_refuses_a_new_one_and_keeps_them() -> None:
+    store = SessionStore(max_sessions=2, ttl_s=1e9)
+    held = [store.acquire("a"), store.acquire("b")]
+    with pytest.raises(SessionStoreFullError):
+        store.acquire("c")
+    assert len(store) == 2 and store.get("c") is None and store.evicted == 0
+    # a busy session's own next update is still a plain 409, not "store full"
+    with pytest.raises(SessionBusyError):
+        store.acquire("a")
+    store.release(held[0])
+    c = store.acquire("c")  # the idle one makes room
+    assert store.get("a") is None and store.get("b") is held[1] and c.busy
+    assert store.evicted == 1
+
+
+def test_eviction_skips_busy_sessions_and_takes_the_least_recent_idle_one() -> None:
+    store = SessionStore(max_sessions=3, ttl_s=1e9)
+    busy = store.acquire("old-busy")
+    store.release(store.acquire("idle-1"))
+    store.release(store.acquire("idle-2"))
+    store.release(store.acquire("new"))
+    assert store.get("old-busy") is busy and store.get("idle-1") is None
+    assert store.get("idle-2") is not None and store.get("new") is not None
+
+
+def test_session_ids_one_rule() -> None:
+    assert valid_session_id("talk-1") and valid_session_id("a.b_c:d-E9")
+    assert valid_session_id("x" * 128) and not valid_session_id("x" * 129)
+    for bad in ("", "a b", "a\nb", "a/b", "é", "a\ud800"):
+        assert not valid_session_id(bad)
+
+
+def test_a_partial_that_repeats_or_shortens_the_newest_source_is_stale() -> None:
+    s = SessionStore().acquire("order")
+    s.check_newer("Ladies and", False)
+    s.record("Ladies and", [1], "Damen und", False, "de", "en")
+    s.check_newer("Ladies and gentlemen", False)
+    s.record("Ladies and gentlemen", [1, 2], "Damen und Herren", False, "de", "en")
+    for stale in ("Ladies and", "Ladies and gentlemen", "Ladies"):
+        with pytest.raises(StaleUpdateError):
+            s.check_newer(stale, False)
+    s.check_newer("Ladies and gentleman, welcome", False)  # a revision, not a prefix
+    s.check_newer("Ladies and gentlemen", True)  # a final repeating its partial is fine
+    s.record("Ladies and gentlemen.", [1, 2, 3], "Damen und Herren.", True, "de", "en")
+    # after the final, a late partial of that segment cannot start the next one
+    with pytest.raises(StaleUpdateError):
+        s.check_newer("Ladies and", False)
+    s.check_newer("Welcome", False)
+
+
+def test_seq_orders_updates_exactly_and_allows_retractions() -> None:
+    s = SessionStore().acquire("seq")
+    s.check_newer("a b c", False, seq=1)
+    s.record("a b c", [1], "x", False, "de", "en")
+    s.applied(1)
+    s.check_newer("a b", False, seq=2)  # a shorter hypothesis, but newer: applied
+    s.applied(2)
+    for old in (2, 1, 0):
+        with pytest.raises(StaleUpdateError):
+            s.check_newer("a b c d", False, seq=old)
+    with pytest.raises(StaleUpdateError):
+        s.check_newer("a b c d.", True, seq=2)  # a retried final is refused too
+    s.applied(None)
+    assert s.newest_seq == 2
