@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from app.engine.engine import Engine, GenerationRequest, GenerationResult
 from app.engine.worker import PRIORITY_REQUEST, EngineWorker
-from app.prompts import PromptFormat, TranslationPrompt, render_plain_chat
+from app.pathology import diagnose
+from app.prompts import PromptFormat, TranslationPrompt, render_plain_chat, tokenize_prompt
 from app.sessions import Session, SessionStore
 from drafters.chain import DEFAULT_ORDER
 
@@ -40,6 +41,13 @@ class TranslateOptions:
     # "all": bias every draft token; "agreed": only the draft's prefix on which the two
     # previous outputs of the segment agreed (see ``agreed_prefix``).
     bias_scope: str = "all"
+    # Faithful finals (see ``update_beta`` and README "Faithful finals"): the beta of a
+    # final update (None: the same as partials), whether outputs that ``app.pathology``
+    # diagnoses are refused as drafts, and whether a pathological final is translated once
+    # more, from scratch, with the stronger prompt.
+    final_beta: float | None = 0.0
+    draft_guard: bool = True
+    final_retry: bool = True
 
     def uses(self, name: str) -> bool:
         return self.drafters is None or name in self.drafters
@@ -55,6 +63,9 @@ class TranslationOutcome:
     is_final: bool
     queue_ms: float = 0.0
     extra: dict = field(default_factory=dict)
+    pathology: str | None = None  # see ``app.pathology``: what is wrong with this output
+    draft_dropped: str | None = None  # why this output is not the next draft
+    retried: str | None = None  # a final translated again from scratch, and why
 
 
 def masked_tokens(tokens: list[int], mask_k: int, is_final: bool) -> list[int]:
@@ -79,21 +90,74 @@ def trailing_punctuation(rt, tokens: list[int]) -> int:
     return n
 
 
-def next_draft(result: GenerationResult) -> list[int]:
+def next_draft(result: GenerationResult, pathology: str | None = None) -> list[int]:
     """What the next update of the segment may use as its draft.
 
     A runaway output (cut at the length cap, or ended by the loop detector) is no
     translation: biased verification would keep it and grow it by a few tokens per update
     (measured: a 4-word source that looped into "Am Sonntag, am Dienstag, am Mittwoch, ..."
     stayed a 163-token list of weekdays for the rest of the sentence at beta 0.2), and even
-    unbiased, verifying it costs one logits row per token for nothing. It is dropped.
+    unbiased, verifying it costs one logits row per token for nothing. The same holds for
+    any output ``app.pathology`` diagnoses (a copy of the source, a prompt example, the
+    wrong script): biased, the draft would carry it to the final. It is dropped.
     """
-    return [] if result.runaway else list(result.tokens)
+    return [] if (result.runaway or pathology) else list(result.tokens)
 
 
 def translation_token_cap(rt, source: str) -> int:
     """A translation is not many times longer than its source: cap runaway outputs."""
     return 3 * len(rt.tokenize(source)) + 16
+
+
+def update_beta(opts: TranslateOptions, is_final: bool) -> float:
+    """The beta an update is verified with: a final uses ``final_beta`` when it is set.
+
+    A final caption is what every viewer keeps; verified with beta 0 it is plain greedy
+    decoding (what re-translation from scratch gives, up to near-ties), whatever the draft.
+    Partials keep the bias that makes them calm and fast.
+    """
+    if is_final and opts.final_beta is not None:
+        return opts.final_beta
+    return opts.beta
+
+
+@dataclass
+class UpdateOutcome:
+    """One translated update: the engine result plus what the translator made of it."""
+
+    result: GenerationResult
+    display: str  # what a viewer sees (display-only mask-k applied)
+    pathology: str | None = None  # what ``app.pathology`` found in the output, if anything
+    retried: str | None = None  # the first attempt's pathology when a final was retried
+    retry_ms: float = 0.0  # what the retry cost (included in ``result.decode_ms``)
+    draft: list[int] = field(default_factory=list)  # the next update's draft
+    dropped: str | None = None  # why the output is no draft ("loop", "copy", ...)
+
+
+def _generate(engine: Engine, prompt: TranslationPrompt, opts: TranslateOptions, beta: float,
+              draft: list[int], bias_limit: int, chain: object | None,
+              cancel: threading.Event | None,
+              on_text: Callable[[str], None] | None) -> GenerationResult:
+    rt = engine.rt
+    stops = tuple(prompt.stop_strings) + tuple(opts.stop)
+    if prompt.stop_at_newline:
+        stops += ("\n",)
+    return engine.generate(GenerationRequest(
+        prompt_tokens=tokenize_prompt(prompt, rt.tokenize),
+        max_tokens=min(opts.max_tokens, translation_token_cap(rt, prompt.source)),
+        stop_strings=stops,
+        draft=draft,
+        beta=beta,
+        bias_limit=bias_limit,
+        temperature=opts.temperature,
+        seed=opts.seed,
+        drafters=chain,
+        draft_budget=opts.draft_budget,
+        previous=draft,
+        cancel=cancel,
+        on_text=on_text,
+        stop_on_loop=True,
+    ))
 
 
 def translate_update(
@@ -109,13 +173,17 @@ def translate_update(
     on_text: Callable[[str], None] | None = None,
     extra_draft: list[int] | None = None,
     draft_agreed: int | None = None,
-) -> tuple[GenerationResult, str]:
+    examples: list[tuple[str, str]] | None = None,
+    retry_prompt: TranslationPrompt | None = None,
+) -> UpdateOutcome:
     """One update on the engine thread: the exact code path of the server and the benchmarks.
 
-    Returns the generation result and the display text (display-only mask-k applied).
+    ``examples`` are the prompt's example pairs (for the leakage detector); ``retry_prompt``
+    is the stronger prompt a pathological final is translated again with, from scratch
+    (``opts.final_retry``). Streaming (``on_text``) is off for the retry: what was streamed
+    stays the first attempt, the returned text is the retry's.
     """
     rt = engine.rt
-    prompt_tokens = rt.tokenize(prompt.text, add_bos=prompt.add_bos, special=True)
     draft = list(draft_tokens) if draft_tokens is not None else []
     if draft_tokens is None and draft_text:
         if prompt.stop_at_newline and not draft_text.startswith(" "):
@@ -131,29 +199,37 @@ def translate_update(
     if extra_draft:
         draft = draft + list(extra_draft)  # benchmarks only: e.g. the old stop token
         bias_limit = len(draft) if not opts.unbiased_tail else bias_limit
-    stops = tuple(prompt.stop_strings) + tuple(opts.stop)
-    if prompt.stop_at_newline:
-        stops += ("\n",)
-    req = GenerationRequest(
-        prompt_tokens=prompt_tokens,
-        max_tokens=min(opts.max_tokens, translation_token_cap(rt, prompt.source)),
-        stop_strings=stops,
-        draft=draft,
-        beta=opts.beta,
-        bias_limit=bias_limit,
-        temperature=opts.temperature,
-        seed=opts.seed,
-        drafters=chain,
-        draft_budget=opts.draft_budget,
-        previous=draft,
-        cancel=cancel,
-        on_text=on_text,
-        stop_on_loop=True,
-    )
-    result = engine.generate(req)
+    result = _generate(engine, prompt, opts, update_beta(opts, is_final), draft, bias_limit,
+                       chain, cancel, on_text)
+    pathology = diagnose_output(result, prompt.source, opts, examples)
+    retried, retry_ms = None, 0.0
+    if (is_final and opts.final_retry and retry_prompt is not None and pathology
+            and pathology != "loop" and result.finish_reason != "cancelled"):
+        first = result
+        result = _generate(engine, retry_prompt, opts, 0.0, [], 0, None, cancel, None)
+        retry_ms = result.decode_ms
+        result.decode_ms += first.decode_ms
+        result.forward_passes += first.forward_passes
+        result.draft_tokens += first.draft_tokens
+        result.ssbd_draft_tokens += first.ssbd_draft_tokens
+        retried, pathology = pathology, diagnose_output(result, prompt.source, opts, examples)
     shown = masked_tokens(result.tokens, opts.mask_k, is_final)
     display = result.text if shown is result.tokens else rt.detokenize(shown)
-    return result, display.strip()
+    guard = pathology if opts.draft_guard else None
+    dropped = "loop" if result.runaway else guard
+    return UpdateOutcome(result=result, display=display.strip(), pathology=pathology,
+                         retried=retried, retry_ms=retry_ms, draft=next_draft(result, guard),
+                         dropped=dropped)
+
+
+def diagnose_output(result: GenerationResult, source: str, opts: TranslateOptions,
+                    examples: list[tuple[str, str]] | None) -> str | None:
+    """``app.pathology.diagnose`` for a translation of ``source`` (None when the pair is
+    one language: a copy is then no error)."""
+    if opts.source_lang == opts.target_lang:
+        return "loop" if result.runaway else None
+    return diagnose(result.text, source, opts.target_lang, examples=examples or (),
+                    runaway=result.runaway)
 
 
 class Translator:
@@ -214,17 +290,22 @@ class Translator:
             prompt = self.render(source, opts)
             chain = self._chain(opts)
 
-            def job(engine: Engine) -> tuple[GenerationResult, str]:
+            examples = self.prompt_format.examples(opts.source_lang, opts.target_lang)
+            retry_prompt = self.prompt_format.retry_translation(
+                source, opts.source_lang, opts.target_lang) if final else None
+
+            def job(engine: Engine) -> UpdateOutcome:
                 return translate_update(
                     engine, prompt, opts, final, draft_tokens=draft_tokens,
                     draft_text=draft_text, chain=chain, cancel=cancel, on_text=on_text,
-                    draft_agreed=draft_agreed,
+                    draft_agreed=draft_agreed, examples=examples, retry_prompt=retry_prompt,
                 )
 
-            result, display_text = await self.worker.submit(
+            update: UpdateOutcome = await self.worker.submit(
                 job, priority=priority, cancel=cancel, bypass_limit=bypass_limit,
                 started=started,
             )
+            result = update.result
             text = result.text.strip()
             revision = 1
             sid = None
@@ -232,7 +313,7 @@ class Translator:
                 sid = session.session_id
                 if result.finish_reason != "cancelled":
                     revision = session.record(
-                        source, next_draft(result), text, final, opts.target_lang, opts.source_lang
+                        source, update.draft, text, final, opts.target_lang, opts.source_lang
                     )
                 stats = session.stats
                 stats.updates += 1
@@ -241,8 +322,9 @@ class Translator:
                 stats.output_tokens += len(result.tokens)
                 stats.decode_ms += result.decode_ms
             return TranslationOutcome(
-                result=result, text=text, display_text=display_text, revision=revision,
-                session_id=sid, is_final=final,
+                result=result, text=text, display_text=update.display, revision=revision,
+                session_id=sid, is_final=final, pathology=update.pathology,
+                draft_dropped=update.dropped, retried=update.retried,
             )
         finally:
             if acquired and session is not None:
@@ -266,7 +348,7 @@ class Translator:
 
         def job(engine: Engine) -> GenerationResult:
             rt = engine.rt
-            tokens = rt.tokenize(prompt.text, add_bos=prompt.add_bos, special=True)
+            tokens = tokenize_prompt(prompt, rt.tokenize)
             draft = rt.tokenize(prediction, add_bos=False) if prediction else []
             return engine.generate(GenerationRequest(
                 prompt_tokens=tokens, max_tokens=max_tokens,

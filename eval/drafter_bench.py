@@ -55,12 +55,13 @@ def main(argv: list[str] | None = None) -> int:
         for src, _ref in tqdm(pairs, desc=f"en->{lang}", unit="sent"):
             prompt = fmt.translation(src, "en", lang)
             opts = TranslateOptions(source_lang="en", target_lang=lang, beta=0.0, mask_k=0,
-                                    max_tokens=256, draft_budget=args.budget)
+                                    max_tokens=256, draft_budget=args.budget,
+                                    final_retry=False)
             reference_tokens = None
             for name, chain_names in zip(names, [None, *chains], strict=True):
                 chain = builder.build(chain_names, lang) if chain_names else None
-                result, _ = translate_update(engine, prompt, opts, True, draft_tokens=[],
-                                             chain=chain)
+                result = translate_update(engine, prompt, opts, True, draft_tokens=[],
+                                          chain=chain).result
                 t = totals[name]
                 t["ms"] += result.decode_ms
                 t["tokens"] += len(result.tokens)

@@ -24,6 +24,7 @@ import json
 import sys
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -33,7 +34,15 @@ from eval.datasets.asr_partials import read_asr_streams
 from eval.datasets.flores import DatasetNotFoundError, read_flores, read_flores_pair
 from eval.datasets.streams import Stream, lag_k_stream
 from eval.methods import Method, parse_methods, run_stream
-from eval.report import load_records, plots, summarize, table2, table3, table4
+from eval.report import (
+    load_records,
+    pathology_listing,
+    plots,
+    summarize,
+    table2,
+    table3,
+    table4,
+)
 
 
 def load_streams(args: argparse.Namespace, lang: str) -> list[Stream]:
@@ -84,12 +93,14 @@ class InProcessRunner:
         from app.engine.engine import Engine
         from app.engine.runtime import LlamaRuntime, RuntimeConfig
         from app.model_files import resolve_model_path
-        from app.prompts import choose_prompt_format
+        from app.prompts import FewShotFormat, choose_prompt_format
 
         self.rt = LlamaRuntime(RuntimeConfig(model_path=resolve_model_path(args.model),
                                              n_threads=args.threads))
         self.engine = Engine(self.rt)
         self.fmt = choose_prompt_format(self.rt.chat_template(), force=args.prompt_format)
+        if args.prompt_examples is not None and isinstance(self.fmt, FewShotFormat):
+            self.fmt = replace(self.fmt, n_examples=args.prompt_examples)
         self.chains = ChainBuilder(args.dict_dir, self.rt.tok.identity())
         self.drafter_names = args.drafters.split(",") if args.drafters else []
         self.newline = self.rt.tokenize("\n")[-1]
@@ -150,7 +161,8 @@ class ServerRunner:
                 "accepted": info["accepted_tokens"], "forward_passes": info["forward_passes"],
                 "decode_ms": info["decode_ms"], "prompt_ms": 0.0,
                 "e2e_ms": (time.perf_counter() - t0) * 1000, "finish":
-                    data["choices"][0]["finish_reason"],
+                    data["choices"][0]["finish_reason"], "pathology": info.get("pathology"),
+                "retried": info.get("retried"), "draft_dropped": info.get("draft_dropped"),
             })
         return records
 
@@ -182,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dict-dir", type=Path)
     ap.add_argument("--model", default=None)
     ap.add_argument("--prompt-format", default=None)
+    ap.add_argument("--prompt-examples", type=int, default=None,
+                    help="few-shot examples in the prompt (default: the server's)")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--server", default=None, help="evaluate a running server over HTTP")
@@ -237,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         base = f"ssbd-b{base_beta(args)}" + ("+drafters" if args.drafters else "")
     text = "# livetrans eval\n\n## Table 2 layout\n" + table2(summary, mask_ks[0] if mask_ks
                                                                else 0)
+    text += "\n\n## Pathological finals (app.pathology), by stream\n" + pathology_listing(summary)
     t3 = table3(summary)
     if t3:
         text += "\n\n## Table 3 layout (beta sweep)\n" + t3

@@ -9,6 +9,13 @@ Every method goes through ``app.translator.translate_update``, the server's own 
   previous output's stop token kept at the draft's end and biased: the failure mode this
   project avoids), ``biastail`` (bias draft-final punctuation too), ``agreed`` (bias only
   the draft prefix on which the two previous outputs agreed).
+
+The final policy (README "Faithful finals") is the server's default unless flags say
+otherwise: ``biasedfinal`` (finals verified with the partials' beta, the SSBD paper's
+setting), ``noguard`` (pathological outputs stay drafts), ``noretry`` (a pathological final
+is not translated again). ``ssbd-b0.2+biasedfinal+noguard+noretry`` is SSBD as it was.
+AR never has a draft and, as the baseline, no retry (``ar+retry`` measures what the retry
+alone does).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from dataclasses import dataclass, replace
 from app.engine.engine import Engine
 from app.prompts import PromptFormat
 from app.sessions import agreed_prefix
-from app.translator import TranslateOptions, masked_tokens, next_draft, translate_update
+from app.translator import TranslateOptions, masked_tokens, translate_update
 from eval.datasets.streams import Stream
 
 
@@ -32,6 +39,9 @@ class Method:
     drafters: bool = False
     temperature: float = 0.0
     bias_scope: str = "all"
+    final_beta: float | None = TranslateOptions.final_beta
+    draft_guard: bool = TranslateOptions.draft_guard
+    final_retry: bool = TranslateOptions.final_retry
 
     @property
     def is_ar(self) -> bool:
@@ -41,8 +51,8 @@ class Method:
 def parse_method(item: str) -> Method:
     item = item.strip()
     base, *flags = item.split("+")
-    if base == "ar":
-        m = Method(item, None)
+    if base == "ar":  # re-translation from scratch, as any server does it: no retry either
+        m = Method(item, None, final_retry=False)
     elif base.startswith("ssbd-b"):
         m = Method(item, float(base[len("ssbd-b"):]))
     else:
@@ -58,6 +68,16 @@ def parse_method(item: str) -> Method:
             m = replace(m, drafters=True)
         elif flag == "agreed":
             m = replace(m, bias_scope="agreed")
+        elif flag == "biasedfinal":
+            m = replace(m, final_beta=None)
+        elif flag.startswith("finalb"):
+            m = replace(m, final_beta=float(flag[len("finalb"):]))
+        elif flag == "noguard":
+            m = replace(m, draft_guard=False)
+        elif flag == "noretry":
+            m = replace(m, final_retry=False)
+        elif flag == "retry":
+            m = replace(m, final_retry=True)
         else:
             raise ValueError(f"unknown method flag {flag!r}")
     return m
@@ -80,16 +100,20 @@ def run_stream(engine: Engine, fmt: PromptFormat, method: Method, stream: Stream
             mask_k=method.draft_mask_k, mask_mode="draft" if method.draft_mask_k else "display",
             unbiased_tail=method.unbiased_tail, max_tokens=max_tokens,
             temperature=method.temperature, seed=None if seed is None else seed + i,
-            bias_scope=method.bias_scope,
+            bias_scope=method.bias_scope, final_beta=method.final_beta,
+            draft_guard=method.draft_guard, final_retry=method.final_retry,
         )
         prompt = fmt.translation(update.source, src_lang, tgt_lang)
-        result, _ = translate_update(
+        out = translate_update(
             engine, prompt, opts, update.is_final,
             draft_tokens=[] if method.is_ar else previous,
             chain=chain if method.drafters else None,
             extra_draft=[newline_token] if (method.stop_draft and previous) else None,
-            draft_agreed=agreed,
+            draft_agreed=agreed, examples=fmt.examples(src_lang, tgt_lang),
+            retry_prompt=fmt.retry_translation(update.source, src_lang, tgt_lang)
+            if update.is_final else None,
         )
+        result = out.result
         records.append({
             "update": i, "source": update.source, "read": len(update.source.split()),
             "t": update.t, "final": update.is_final, "text": result.text.strip(),
@@ -98,9 +122,11 @@ def run_stream(engine: Engine, fmt: PromptFormat, method: Method, stream: Stream
             "ssbd_drafted": result.ssbd_draft_tokens, "ssbd_accepted": result.ssbd_accepted_tokens,
             "by_drafter": result.by_drafter, "forward_passes": result.forward_passes,
             "decode_ms": round(result.decode_ms, 3), "prompt_ms": round(result.prompt_ms, 3),
-            "finish": result.finish_reason,
+            "finish": result.finish_reason, "pathology": out.pathology,
+            "retried": out.retried, "retry_ms": round(out.retry_ms, 3),
+            "draft_dropped": out.dropped,
         })
-        draft = next_draft(result)
+        draft = out.draft
         agreed = agreed_prefix(previous, draft)
         previous = draft
     return records

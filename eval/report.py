@@ -37,6 +37,42 @@ def by_stream(records: list[dict]) -> dict[tuple, list[dict]]:
     return streams
 
 
+def record_pathology(r: dict) -> str | None:
+    """The pathology of one record's output: recorded at run time (with the prompt's
+    examples), or diagnosed here for records written before it was (no example check)."""
+    if "pathology" in r:
+        return r["pathology"]
+    from app.pathology import diagnose
+
+    return diagnose(r["text"], r["source"], r["lang"], runaway=r.get("finish") == "length")
+
+
+def pathology_counts(stream_list: list[list[dict]]) -> dict:
+    """Pathological finals by kind, with their stream ids, and the rate among partials."""
+    by_kind: dict[str, list[str]] = defaultdict(list)
+    for recs in stream_list:
+        kind = record_pathology(recs[-1])
+        if kind:
+            by_kind[kind].append(str(recs[-1]["stream"]))
+    partials = [r for recs in stream_list for r in recs[:-1]]
+    bad_partials = sum(1 for r in partials if record_pathology(r))
+    return {
+        "pathological_finals": sum(len(v) for v in by_kind.values()),
+        "pathological_by_kind": {k: sorted(v, key=_stream_key) for k, v in
+                                 sorted(by_kind.items())},
+        "pathological_partials": bad_partials,
+        "partials": len(partials),
+        "retried_finals": sum(1 for recs in stream_list if recs[-1].get("retried")),
+        "retry_ms": sum(recs[-1].get("retry_ms", 0.0) for recs in stream_list),
+        "drafts_dropped": sum(1 for recs in stream_list for r in recs
+                              if r.get("draft_dropped") and not r["final"]),
+    }
+
+
+def _stream_key(sid: str) -> tuple[int, str]:
+    return (int(sid), sid) if sid.isdigit() else (1 << 30, sid)
+
+
 def summarize(records: list[dict], mask_ks: list[int], detokenize: Callable | None,
               comet_checkpoint: Path | None = None) -> dict:
     """Metrics per (dataset, lang, method), with speedups against ``ar`` of the same run."""
@@ -71,6 +107,7 @@ def summarize(records: list[dict], mask_ks: list[int], detokenize: Callable | No
                      or None)
                 for recs in stream_list]),
             "final_words": sum(len(f.split()) for f in finals),
+            **pathology_counts(stream_list),
         }
         if detokenize is not None and all("token_ids" in r for r in flat):
             for k in mask_ks:
@@ -106,14 +143,36 @@ def _ms(v) -> str:  # noqa: ANN001
     return "-" if v is None else f"{v:.0f}"
 
 
+def pathology_cell(r: dict) -> str:
+    """``3/60 (copy 2, wrong_script 1)``: pathological finals of a row, by kind."""
+    kinds = ", ".join(f"{k} {len(v)}" for k, v in r.get("pathological_by_kind", {}).items())
+    cell = f"{r.get('pathological_finals', 0)}/{r['streams']}"
+    return f"{cell} ({kinds})" if kinds else cell
+
+
+def pathology_listing(summary: dict) -> str:
+    """Every pathological final with its stream id, so that no average hides one."""
+    lines = []
+    for r in summary.values():
+        if r.get("retried_finals"):
+            lines.append(f"- {r['dataset']} {r['lang']} {r['method']}: {r['retried_finals']} "
+                         f"pathological finals retried from scratch, "
+                         f"{r['retry_ms'] / 1000:.1f} s of {r['decode_s']:.1f} s decode time")
+        for kind, ids in r.get("pathological_by_kind", {}).items():
+            lines.append(f"- {r['dataset']} {r['lang']} {r['method']}: {kind} in streams "
+                         + ", ".join(ids))
+    return "\n".join(lines) if lines else "none"
+
+
 def table2(summary: dict, mask_k: int) -> str:
     """SSBD Table 2 layout: per language, Dataset / Method / quality / NE / A/D / A/O / TPS."""
     lines = []
     for lang in sorted({r["lang"] for r in summary.values()}):
         lines.append(f"\n**English→{lang}**\n")
         lines.append(f"| Dataset | Method | COMET | chrF | NE | NE (display k={mask_k}) | A/D |"
-                     " A/O | Output TPS | decode s | Speedup | LAAL | final ms p50/p95 |")
-        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+                     " A/O | Output TPS | decode s | Speedup | LAAL | final ms p50/p95 |"
+                     " pathological finals |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in summary.values():
             if r["lang"] != lang:
                 continue
@@ -122,7 +181,8 @@ def table2(summary: dict, mask_k: int) -> str:
                 f"{_fmt(r['NE'])} | {_fmt(r.get(f'NE_display_k{mask_k}'))} | "
                 f"{_fmt(r['A/D'], True)} | {_fmt(r['A/O'], True)} | "
                 f"{r['tokens_per_s']:.1f} | {r['decode_s']:.1f} | {_fmt(r['speedup'])} | "
-                f"{_fmt(r['LAAL'])} | {_ms(r.get('final_ms_p50'))}/{_ms(r.get('final_ms_p95'))} |")
+                f"{_fmt(r['LAAL'])} | {_ms(r.get('final_ms_p50'))}/{_ms(r.get('final_ms_p95'))} | "
+                f"{pathology_cell(r)} |")
     notes = sorted({r["COMET_note"] for r in summary.values() if r["COMET"] is None})
     sigs = sorted({(r["lang"], r["signatures"]["NE"], r["signatures"]["chrF"])
                    for r in summary.values()})
@@ -214,6 +274,9 @@ def plots(summary: dict, records: list[dict], out_dir: Path) -> list[Path]:
             fig.savefig(path, dpi=110)
             plt.close(fig)
             made.append(path)
+        policy = policy_frontier(rows, dataset, lang, out_dir, plt)
+        if policy is not None:
+            made.append(policy)
         # time breakdown per update: first pass (prompt suffix + draft) vs decoding
         methods = [r["method"] for r in rows]
         first = []
@@ -237,3 +300,31 @@ def plots(summary: dict, records: list[dict], out_dir: Path) -> list[Path]:
         plt.close(fig)
         made.append(path)
     return made
+
+
+def policy_frontier(rows: list[dict], dataset: str, lang: str, out_dir: Path,
+                    plt) -> Path | None:  # noqa: ANN001 - matplotlib.pyplot
+    """Speedup against pathological finals and against chrF of finals, one point per method:
+    the trade-off each final policy makes, where an average over sentences would hide it."""
+    pts = [r for r in rows if r.get("speedup") is not None and r.get("chrF") is not None]
+    if len(pts) < 2:
+        return None
+    n = max(r["streams"] for r in pts)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for ax, key, label in ((axes[0], "pathological_finals", "pathological finals (count)"),
+                           (axes[1], "chrF", "chrF of finals")):
+        for r in pts:
+            ax.scatter(r["speedup"], r[key], s=36, zorder=3)
+            ax.annotate(r["method"], (r["speedup"], r[key]), fontsize=7,
+                        xytext=(4, 3), textcoords="offset points")
+        ax.axvline(1.0, color="gray", linestyle=":", linewidth=1)
+        ax.set_xlabel("speedup over AR (decode time, same run)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylim(bottom=0)
+    fig.suptitle(f"{dataset} en→{lang}: final policies (n = {n} streams per method)")
+    fig.tight_layout()
+    path = out_dir / f"policy_{dataset}_{lang}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

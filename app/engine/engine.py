@@ -26,6 +26,7 @@ import numpy as np
 from app.engine.runtime import LlamaRuntime
 from app.engine.text_stream import TextStream
 from app.engine.verify import SelectionStats, biased_greedy, greedy, sampled
+from app.pathology import ends_in_loop
 from drafters.base import DraftContext
 
 
@@ -84,25 +85,6 @@ class GenerationResult:
     def runaway(self) -> bool:
         """Cut off rather than finished: hit the token cap or fell into a loop."""
         return self.looped or self.finish_reason == "length"
-
-
-def ends_in_loop(tokens: list[int], max_period: int = 16, min_repeats: int = 3,
-                 min_span: int = 12) -> bool:
-    """True when ``tokens`` ends with one span repeated back to back, covering at least
-    ``min_span`` tokens and ``min_repeats`` copies.
-
-    Small models sometimes fall into loops ("am Montag, am Dienstag, am Montag, ...") and
-    would run to ``max_tokens``; a translation never legitimately does this.
-    """
-    n = len(tokens)
-    for period in range(1, max_period + 1):
-        repeats = max(min_repeats, -(-min_span // period))
-        if period * repeats > n:
-            continue
-        tail = tokens[n - period:]
-        if all(tokens[n - (r + 1) * period: n - r * period] == tail for r in range(1, repeats)):
-            return True
-    return False
 
 
 class Engine:
