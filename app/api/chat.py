@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Header, Request
 from sse_starlette.sse import EventSourceResponse
 
-from app.api.errors import APIError, error_body
+from app.api.errors import APIError, error_body, internal_error
 from app.api.schemas import (
     AssistantMessage,
     ChatCompletion,
@@ -35,19 +35,40 @@ from app.api.schemas import (
 from app.engine.engine import ContextOverflowError, GenerationResult
 from app.engine.worker import JobCancelledError, QueueFullError, WorkerStoppedError
 from app.prompts import UnsupportedLanguageError, check_language
-from app.sessions import Session, SessionBusyError
+from app.sessions import (
+    SESSION_ID_MAX_CHARS,
+    SESSION_ID_PATTERN,
+    Session,
+    SessionBusyError,
+    SessionStoreFullError,
+    StaleUpdateError,
+)
 from app.state import ServerState, get_state
 from app.translator import TranslateOptions, TranslationOutcome
 
 router = APIRouter()
 
+# The official SDKs retry a 409 unless told not to; a retried update arrives after newer
+# ones and is refused as stale anyway, so a conflict is final.
+NO_RETRY = {"x-should-retry": "false"}
+
 
 def map_engine_error(exc: BaseException) -> APIError:
-    """Turn failures of the translation path into OpenAI-shaped errors."""
+    """Turn failures of the translation path into OpenAI-shaped errors.
+
+    Only the project's typed errors map to a 4xx; anything else is a bug: a 500, logged
+    with its traceback.
+    """
     if isinstance(exc, APIError):
         return exc
     if isinstance(exc, SessionBusyError):
-        return APIError(409, str(exc), param="session_id", code="session_busy")
+        return APIError(409, str(exc), param="session_id", code="session_busy",
+                        headers=dict(NO_RETRY))
+    if isinstance(exc, StaleUpdateError):
+        return APIError(409, str(exc), param="seq", code="stale_update", headers=dict(NO_RETRY))
+    if isinstance(exc, SessionStoreFullError):
+        return APIError(429, f"Server overloaded: {exc}.", param="session_id",
+                        code="sessions_full", headers={"Retry-After": "1"})
     if isinstance(exc, QueueFullError):
         return APIError(429, "Server overloaded: too many requests queued; retry shortly.",
                         code="queue_full", headers={"Retry-After": "1"})
@@ -61,7 +82,7 @@ def map_engine_error(exc: BaseException) -> APIError:
         return APIError(422, str(exc), param=exc.param, code="unsupported_language")
     if isinstance(exc, JobCancelledError):
         return APIError(499, "Request cancelled.", code="cancelled")
-    return APIError(500, "Internal server error.", code="internal_error")
+    return internal_error(exc, "the translation path")
 
 
 def _usage(result: GenerationResult) -> Usage:
@@ -126,6 +147,12 @@ def _prepare(
     if total_chars > settings.max_source_chars:
         raise APIError(413, f"Input is {total_chars} characters; the limit is "
                        f"{settings.max_source_chars}.", param="messages", code="too_large")
+    # A prediction is a draft of the output, verified in the same forward pass as the
+    # prompt: it costs what a source of its length costs, so it gets the same limit.
+    predicted = len(body.prediction.text()) if body.prediction is not None else 0
+    if predicted > settings.max_source_chars:
+        raise APIError(413, f"The prediction is {predicted} characters; the limit is "
+                       f"{settings.max_source_chars}.", param="prediction", code="too_large")
     if body.target_lang is None:
         return prep
     try:
@@ -145,7 +172,7 @@ def _prepare(
     prep.options = TranslateOptions(
         source_lang=source_lang,
         target_lang=target,
-        beta=body.beta,
+        beta=body.beta_for(),
         mask_k=body.mask_k,
         mask_mode=body.mask_mode,
         bias_scope=body.bias_scope,
@@ -171,8 +198,20 @@ async def _acquire_session(prep: _Prepared, owner: str | None) -> None:
                 prep.session_id, owner, timeout=state.settings.request_timeout_s)
         else:
             prep.session = state.sessions.acquire(prep.session_id, owner)
-    except SessionBusyError as exc:
+    except (SessionBusyError, SessionStoreFullError) as exc:
         raise map_engine_error(exc) from exc
+    try:
+        # judged while holding the session: no other update of it can be applied meanwhile
+        prep.session.check_newer(prep.source or "", bool(body.is_final), body.seq)
+    except StaleUpdateError as exc:
+        prep.release()
+        raise map_engine_error(exc) from exc
+
+
+def _applied(prep: _Prepared, outcome: TranslationOutcome) -> None:
+    """The update is the session's newest now: remember its ``seq``."""
+    if prep.session is not None and outcome.result.finish_reason != "cancelled":
+        prep.session.applied(prep.body.seq)
 
 
 async def _run(
@@ -228,7 +267,8 @@ def _finish(result: GenerationResult) -> str:
 async def chat_completions(
     body: ChatCompletionRequest,
     request: Request,
-    x_session_id: str | None = Header(None),
+    x_session_id: str | None = Header(
+        None, min_length=1, max_length=SESSION_ID_MAX_CHARS, pattern=SESSION_ID_PATTERN),
 ):
     state = get_state(request)
     state.require_ready()
@@ -243,6 +283,7 @@ async def chat_completions(
     if not body.stream:
         try:
             outcome = await _run(prep, cancel)
+            _applied(prep, outcome)
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError):
                 raise
@@ -290,6 +331,7 @@ async def chat_completions(
                 yield {"data": json.dumps(error_body(err.status, err.message, err.param,
                                                      err.code))}
                 return
+            _applied(prep, outcome)
             result = outcome.result
             info = livetrans_info(outcome) if prep.options is not None else None
             yield chunk(choices=[ChunkChoice(delta=Delta(), finish_reason=_finish(result))],

@@ -9,11 +9,14 @@ never be a traceback.
 from __future__ import annotations
 
 import logging
+import re
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.engine.worker import mark_logged, was_logged
 
 log = logging.getLogger("livetrans.api")
 
@@ -67,15 +70,30 @@ def error_response(exc: APIError) -> JSONResponse:
     )
 
 
+# pydantic names the member of a union that failed in the location ("str",
+# "list[ContentPart]"); the client named a field, not a type
+# ours (app.api.schemas.encodable), and pydantic-core's own when a length constraint reads
+# the string first
+_UNICODE_ERRORS = ("invalid_unicode", "string_unicode")
+_UNION_TAG = re.compile(r"^(str|int|float|bool|none|[\w-]+\[.*\])$")
+
+
 def _param_of(loc: tuple) -> str | None:
-    parts = [str(p) for p in loc if p not in ("body", "query", "header", "path")]
+    parts = [str(p) for p in loc if p not in ("body", "query", "header", "path")
+             and not (isinstance(p, str) and _UNION_TAG.match(p))]
     return ".".join(parts) or None
 
 
 def validation_error(exc: RequestValidationError) -> APIError:
-    """Missing or unparsable input is a 400; a present but invalid field is a 422."""
+    """Missing or unparsable input is a 400; a present but invalid field is a 422.
+
+    Text that is not valid Unicode (a lone surrogate) is malformed input: a 400, reported
+    even when a union's other member failed first.
+    """
     errors = exc.errors()
-    first = errors[0] if errors else {"loc": (), "msg": "invalid request", "type": ""}
+    unicode_errors = [e for e in errors if e.get("type") in _UNICODE_ERRORS]
+    first = (unicode_errors or errors or
+             [{"loc": (), "msg": "invalid request", "type": ""}])[0]
     param = _param_of(tuple(first.get("loc", ())))
     kind = first.get("type", "")
     msg = first.get("msg", "invalid request")
@@ -84,6 +102,11 @@ def validation_error(exc: RequestValidationError) -> APIError:
             400, f"Missing required parameter: '{param}'.", param=param,
             code="missing_required_parameter",
         )
+    if kind in _UNICODE_ERRORS:  # a lone surrogate: malformed text, not a bad value
+        if kind == "string_unicode":
+            msg = "text contains a lone UTF-16 surrogate, which is not valid Unicode text"
+        return APIError(400, f"Invalid text in '{param}': {msg}.", param=param,
+                        code="invalid_unicode")
     if kind in ("json_invalid", "model_attributes_type") or param is None:
         return APIError(400, f"Invalid request body: {msg}.", param=param, code="invalid_json")
     return APIError(422, f"Invalid value for '{param}': {msg}.", param=param, code="invalid_value")
@@ -107,5 +130,15 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        log.error("unhandled error on %s %s", request.method, request.url.path,
+                  exc_info=exc)
         return error_response(APIError(500, "Internal server error.", code="internal_error"))
+
+
+def internal_error(exc: BaseException, where: str) -> APIError:
+    """A 500 for a real bug, logged with its traceback once (the engine worker logs the
+    failures of its jobs itself and marks them)."""
+    if not was_logged(exc):
+        log.error("unexpected error in %s", where, exc_info=exc)
+        mark_logged(exc)
+    return APIError(500, "Internal server error.", code="internal_error")

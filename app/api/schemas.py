@@ -3,18 +3,59 @@
 Extension fields (``target_lang``, ``session_id``, ``beta``...) are those of API.md; the
 official SDK sends them through ``extra_body``. Unknown fields are ignored, as OpenAI does
 for forward compatibility.
+
+Every string a request carries must be encodable as UTF-8: JSON can spell a lone UTF-16
+surrogate (``"\\ud800"``), Python decodes it into a ``str``, and the first ``encode()``
+deep in the tokenizer or the response writer would fail with a 500. ``Text`` rejects it here,
+at the edge, as a 400 naming the field. Numbers are bounded where the engine has a domain
+(``seed`` >= 0), lists where their length costs work (``drafters``, ``stop``).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from app.sessions import SESSION_ID_MAX_CHARS, SESSION_ID_PATTERN
+
+# beta when a request names none: SSBD's default for a session's own previous translation.
+# A client's ``prediction`` is verified with beta 0 instead (latency only, as OpenAI's).
+DEFAULT_BETA = 0.2
+DEFAULT_PREDICTION_BETA = 0.0
+DRAFTER_NAMES = ("previous", "dictionary", "trigram", "ngram")
+MAX_STOP_CHARS = 256
+SEED_MAX = 2**63 - 1
+
+# pydantic error type of a lone surrogate; ``app.api.errors`` answers it with a 400
+INVALID_UNICODE = "invalid_unicode"
+
+
+def encodable(value: str) -> str:
+    """``value`` unchanged if it is valid UTF-8 text; a lone surrogate is a field error."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise PydanticCustomError(
+                INVALID_UNICODE,
+                "text contains a lone UTF-16 surrogate at character {position}, which is "
+                "not valid Unicode text",
+                {"position": exc.start},
+            ) from None
+    return value
+
+
+Text = Annotated[str, AfterValidator(encodable)]
+SessionId = Annotated[
+    Text, Field(min_length=1, max_length=SESSION_ID_MAX_CHARS, pattern=SESSION_ID_PATTERN)
+]
 
 
 class ContentPart(BaseModel):
     type: Literal["text"]
-    text: str
+    text: Text
 
 
 class ChatMessage(BaseModel):
@@ -22,7 +63,13 @@ class ChatMessage(BaseModel):
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
-    name: str | None = None
+    name: Text | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _content_encodable(cls, value: str | list[ContentPart] | None):
+        # on the field, not the union member: the error names "messages.0.content"
+        return encodable(value) if isinstance(value, str) else value
 
     def text(self) -> str:
         if self.content is None:
@@ -40,6 +87,11 @@ class Prediction(BaseModel):
     type: Literal["content"]
     content: str | list[ContentPart]
 
+    @field_validator("content")
+    @classmethod
+    def _content_encodable(cls, value: str | list[ContentPart]):
+        return encodable(value) if isinstance(value, str) else value
+
     def text(self) -> str:
         if isinstance(self.content, str):
             return self.content
@@ -49,7 +101,7 @@ class Prediction(BaseModel):
 class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    model: str
+    model: Text
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -58,28 +110,46 @@ class ChatCompletionRequest(BaseModel):
     stop: str | list[str] | None = None
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=SEED_MAX)
     n: int | None = Field(None, ge=1, le=1)
-    user: str | None = None
+    user: Text | None = None
     prediction: Prediction | None = None
 
     # livetrans extensions (API.md)
-    target_lang: str | None = Field(None, min_length=2, max_length=8)
-    source_lang: str = Field("en", min_length=2, max_length=8)
-    session_id: str | None = Field(None, min_length=1, max_length=128)
+    target_lang: Text | None = Field(None, min_length=2, max_length=8)
+    source_lang: Text = Field("en", min_length=2, max_length=8)
+    session_id: SessionId | None = None
+    # the client's update counter for the session (README "Order of updates")
+    seq: int | None = Field(None, ge=0, le=SEED_MAX)
     is_final: bool | None = None
-    beta: float = Field(0.2, ge=0.0, lt=1.0)
+    # None: DEFAULT_BETA, or DEFAULT_PREDICTION_BETA with a ``prediction`` (see ``beta_for``)
+    beta: float | None = Field(None, ge=0.0, lt=1.0)
     mask_k: int = Field(3, ge=0, le=64)
     mask_mode: Literal["display", "draft"] = "display"
     bias_scope: Literal["all", "agreed"] = "all"
-    drafters: list[Literal["previous", "dictionary", "trigram", "ngram"]] | None = None
+    drafters: list[Literal[DRAFTER_NAMES]] | None = Field(None, max_length=len(DRAFTER_NAMES))
 
     @field_validator("stop")
     @classmethod
     def _stops(cls, value: str | list[str] | None) -> str | list[str] | None:
-        if isinstance(value, list) and len(value) > 4:
+        stops = [value] if isinstance(value, str) else value or []
+        if len(stops) > 4:
             raise ValueError("at most 4 stop sequences")
+        for stop in stops:
+            encodable(stop)
+            if len(stop) > MAX_STOP_CHARS:
+                raise ValueError(f"a stop sequence has at most {MAX_STOP_CHARS} characters")
         return value
+
+    def beta_for(self) -> float:
+        """The beta to verify the draft with: the request's, else the draft source's default.
+
+        A ``prediction`` is a client's guess, and OpenAI's contract is that it changes
+        latency only; biased towards it, a wrong guess would leak into the translation.
+        """
+        if self.beta is not None:
+            return self.beta
+        return DEFAULT_PREDICTION_BETA if self.prediction is not None else DEFAULT_BETA
 
     def stop_list(self) -> tuple[str, ...]:
         if self.stop is None:

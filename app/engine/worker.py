@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from app.engine.engine import Engine
+from app.engine.engine import ContextOverflowError, Engine
 
 log = logging.getLogger("livetrans.worker")
 
@@ -45,6 +45,26 @@ class JobCancelledError(RuntimeError):
 
 class WorkerStoppedError(RuntimeError):
     """The worker is shutting down and takes no more work."""
+
+
+# The project's own typed input errors: the caller's fault, forwarded without a traceback.
+# Anything else a job raises (a ValueError from numpy, a UnicodeEncodeError from the
+# tokenizer...) is a bug: logged with its traceback, and a 500 for the caller.
+CALLER_ERRORS: tuple[type[BaseException], ...] = (ContextOverflowError, JobCancelledError)
+
+_LOGGED = "__livetrans_logged__"
+
+
+def mark_logged(exc: BaseException) -> None:
+    """Remember that ``exc``'s traceback is in the log (the HTTP layer then skips it)."""
+    try:
+        setattr(exc, _LOGGED, True)
+    except AttributeError:  # an exception type without a __dict__
+        pass
+
+
+def was_logged(exc: BaseException) -> bool:
+    return bool(getattr(exc, _LOGGED, False))
 
 
 @dataclass(order=True)
@@ -166,8 +186,9 @@ class EngineWorker:
             try:
                 result = job.fn(self.engine)
             except BaseException as exc:  # noqa: BLE001 - forwarded to the awaiting task
-                if not isinstance(exc, ValueError):  # ValueErrors are the caller's input
+                if not isinstance(exc, CALLER_ERRORS):
                     log.exception("engine job failed")
+                    mark_logged(exc)
                 self._resolve(job, exc=exc)
             else:
                 self._resolve(job, result=result)

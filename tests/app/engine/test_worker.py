@@ -83,3 +83,31 @@ def test_awaiting_task_cancellation_sets_the_job_cancel_flag() -> None:
     asyncio.run(main())
     worker.shutdown()
     assert flag_seen == [True]
+
+
+def test_only_typed_input_errors_skip_the_traceback(caplog) -> None:
+    """A ValueError from deep inside a job is a bug (logged, marked); the project's typed
+    input errors are the caller's (forwarded quietly)."""
+    from app.engine.engine import ContextOverflowError
+    from app.engine.worker import was_logged
+
+    worker = EngineWorker(engine=object(), max_queue=4)  # type: ignore[arg-type]
+
+    def raising(exc: BaseException):
+        def run(_engine):
+            raise exc
+        return run
+
+    async def main() -> tuple[BaseException, BaseException]:
+        with pytest.raises(ValueError) as bug:
+            await worker.submit(raising(ValueError("seed must be non-negative")))
+        with pytest.raises(ContextOverflowError) as caller:
+            await worker.submit(raising(ContextOverflowError("prompt of 9000 tokens")))
+        return bug.value, caller.value
+
+    with caplog.at_level("ERROR", logger="livetrans.worker"):
+        bug, caller = asyncio.run(main())
+    worker.shutdown()
+    logged = [r for r in caplog.records if r.name == "livetrans.worker"]
+    assert len(logged) == 1 and logged[0].exc_info and logged[0].exc_info[1] is bug
+    assert was_logged(bug) and not was_logged(caller)
