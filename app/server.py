@@ -2,6 +2,9 @@
 
 The model loads in a background thread after the server starts listening, so ``/health``
 can answer 503 "loading" (and orchestrators can wait) instead of the port being closed.
+
+Middleware, outermost first: auth + request log + metrics (every answer, 401 and 413
+included, is logged and counted under its route template), CORS, the body size limit.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ import logging
 import socket
 import threading
 import time
-import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -19,7 +21,11 @@ from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 
 from app.api import chat, live, models
+from app.api.body_limit import BodySizeLimit
 from app.api.errors import APIError, error_response, install_error_handlers
+from app.api.origins import cors_options
+from app.api.redaction import install_log_redaction, request_id
+from app.api.route_labels import label_routes, route_label
 from app.engine.engine import Engine
 from app.engine.runtime import LlamaRuntime, RuntimeConfig
 from app.engine.worker import EngineWorker
@@ -32,7 +38,14 @@ from app.translator import Translator
 
 log = logging.getLogger("livetrans.server")
 
-_OPEN_PATHS = {"/health", "/metrics", "/live", "/docs", "/openapi.json", "/"}
+# Open without a key even when keys are set. /health answers only its status then, and
+# /metrics is not among them: it shows every tenant's activity.
+_OPEN_PATHS = {"/health", "/live", "/docs", "/openapi.json", "/"}
+
+
+def bearer_key(auth_header: str) -> str:
+    """The key of an ``Authorization: Bearer KEY`` header ('' when there is none)."""
+    return auth_header[7:].strip() if auth_header.lower().startswith("bearer ") else ""
 
 
 def _load_engine(state: ServerState, model_path: Path) -> None:
@@ -91,39 +104,51 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
             state.worker.shutdown()
 
     replica = settings.replica_id or f"{socket.gethostname()}:{settings.port}"
+    metrics_keys = {settings.metrics_key} if settings.metrics_key else state.api_keys
+    install_log_redaction()
     app = FastAPI(title="livetrans", version="0.1.0", lifespan=lifespan)
     app.state.livetrans = state
     install_error_handlers(app)
-    app.add_middleware(
-        CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
-        allow_headers=["*"],
-    )
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(CORSMiddleware, **cors_options(settings))
 
     @app.middleware("http")
     async def auth_and_log(request: Request, call_next):
-        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex[:12]
+        rid = request_id(request.headers.get("x-request-id"))
         t0 = time.perf_counter()
-        route = request.url.path
+        path = request.url.path
+        route = route_label(labelled, request.scope)
+        key = bearer_key(request.headers.get("authorization", ""))
         request.state.owner = None
-        if state.api_keys and route not in _OPEN_PATHS and request.method != "OPTIONS":
-            auth = request.headers.get("authorization", "")
-            key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-            if key not in state.api_keys:
-                state.metrics.requests.labels(route, "401").inc()
-                return error_response(APIError(
-                    401, "Incorrect or missing API key.", code="invalid_api_key"))
-            request.state.owner = hashlib.sha256(key.encode()).hexdigest()[:16]
-        response = await call_next(request)
+        # /health shows details to a caller with any valid key, or to all when none is set
+        request.state.trusted = not (state.api_keys or metrics_keys) or (
+            bool(key) and (key in state.api_keys or key in metrics_keys))
+        if request.method == "OPTIONS":
+            refused = False
+        elif path == "/metrics":
+            refused = bool(metrics_keys) and key not in metrics_keys
+        else:
+            refused = bool(state.api_keys) and path not in _OPEN_PATHS and \
+                key not in state.api_keys
+        if refused:
+            response = error_response(APIError(
+                401, "Incorrect or missing API key.", code="invalid_api_key"))
+        else:
+            if key in state.api_keys:
+                request.state.owner = hashlib.sha256(key.encode()).hexdigest()[:16]
+            response = await call_next(request)
         elapsed = time.perf_counter() - t0
-        response.headers["x-request-id"] = request_id
+        response.headers["x-request-id"] = rid
         response.headers["x-livetrans-replica"] = replica
         state.metrics.requests.labels(route, str(response.status_code)).inc()
         state.metrics.e2e_seconds.labels(route).observe(elapsed)
-        log.info("request_id=%s %s %s -> %d (%.1f ms)", request_id, request.method, route,
+        log.info("request_id=%s %s %s -> %d (%.1f ms)", rid, request.method, route,
                  response.status_code, elapsed * 1000)
         return response
 
     app.include_router(chat.router)
     app.include_router(models.router)
     app.include_router(live.router)
+    labelled = label_routes([*app.router.routes, *chat.router.routes, *models.router.routes,
+                             *live.router.routes])
     return app

@@ -1,12 +1,49 @@
-"""Server settings: every option is a CLI flag and a ``LIVETRANS_*`` environment variable."""
+"""Server settings: every option is a CLI flag and a ``LIVETRANS_*`` environment variable.
+
+List settings (``api_keys``, ``cors_origins``) take comma-separated values from the
+environment (``LIVETRANS_API_KEYS=a,b``; a JSON list works too) and repeated flags on the
+command line. Every setting with fixed choices is a ``Literal``, so a wrong value is refused
+with the choices in the message (``load_settings`` turns that into one line for the CLI).
+"""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BeforeValidator, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+_ORIGIN = re.compile(r"^https?://[^/\s?#]+$")
+
+
+class SettingsError(ValueError):
+    """A setting's value is invalid; the message names the flag and the variable."""
+
+
+def split_list(value: Any) -> Any:
+    """``"a, b"`` or ``'["a", "b"]'`` or ``["a,b"]`` -> ``["a", "b"]``; blanks dropped."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON list: {exc.msg}") from None
+        else:
+            value = [text]
+    if isinstance(value, list | tuple):
+        items = [p.strip() for v in value for p in str(v).split(",")]
+        return [item for item in items if item]
+    return value
+
+
+CommaList = Annotated[list[str], NoDecode, BeforeValidator(split_list)]
 
 
 class Settings(BaseSettings):
@@ -14,18 +51,21 @@ class Settings(BaseSettings):
 
     model: str | None = Field(None, description="GGUF path; default: bundled Gemma 3 270M")
     model_alias: str | None = Field(None, description="id shown in /v1/models")
-    prompt_format: str | None = Field(
+    prompt_format: Literal["few-shot", "chat-template"] | None = Field(
         None, description="few-shot | chat-template (default: chosen from the model)"
     )
     host: str = Field("127.0.0.1", description="address to listen on")
-    port: int = Field(8000, description="port to listen on")
+    port: int = Field(8000, ge=0, le=65535, description="port to listen on")
     n_ctx: int = Field(4096, ge=256, description="context window in tokens")
     n_threads: int | None = Field(None, ge=1, description="CPU threads (default: all cores)")
     n_gpu_layers: int = Field(0, description="layers offloaded to the GPU (-1 = all)")
     omp_wait_policy: Literal["auto", "active", "passive"] = Field(
         "auto", description="how idle CPU threads wait: auto (OpenMP default, fastest on a "
         "dedicated CPU), active, or passive (steadier when other processes share the cores)")
-    max_source_chars: int = Field(4000, ge=1, description="longest source text accepted")
+    max_source_chars: int = Field(
+        4000, ge=1, description="longest source text (and prediction) accepted")
+    max_body_bytes: int = Field(
+        1_048_576, ge=1024, description="largest HTTP request body accepted (bytes)")
     max_new_tokens: int = Field(512, ge=1, description="cap on max_tokens per request")
     max_sessions: int = Field(1000, ge=1, description="sessions kept (least recently used go)")
     session_ttl_s: float = Field(1800.0, gt=0, description="idle seconds before a session expires")
@@ -33,15 +73,46 @@ class Settings(BaseSettings):
     request_timeout_s: float = Field(120.0, gt=0, description="seconds before a 504 timeout")
     dict_dir: Path | None = Field(
         None, description="folder of drafter tables (<lang>.dict, <lang>.trigram.npz)")
-    api_keys: list[str] = Field(default_factory=list, description="accepted Bearer keys")
+    api_keys: CommaList = Field(default_factory=list, description="accepted Bearer keys")
     api_key_file: Path | None = Field(None, description="file with one accepted key per line")
-    cors_origins: list[str] = Field(default_factory=lambda: ["*"],
-                                    description="origins allowed from browsers")
+    metrics_key: str | None = Field(
+        None, description="Bearer key for /metrics (default: any API key, if keys are set)")
+    cors_origins: CommaList = Field(
+        default_factory=list,
+        description="browser origins allowed cross-origin, e.g. https://app.example "
+        "(default none; * = any)")
     replica_id: str | None = Field(
         None, description="name sent in the X-Livetrans-Replica header (default host:port)"
     )
-    log_level: str = Field("info", description="debug, info, warning, error")
+    log_level: Literal[LOG_LEVELS] = Field(
+        "info", description="critical, error, warning, info or debug")
     verbose_llama: bool = Field(False, description="show llama.cpp's own log lines")
+
+    @field_validator("log_level", "omp_wait_policy", "prompt_format", mode="before")
+    @classmethod
+    def _lowercase(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        origins = [v.rstrip("/") if v != "*" else v for v in value]
+        for origin in origins:
+            if origin != "*" and not _ORIGIN.match(origin):
+                raise ValueError(
+                    f"'{origin}' is not an origin: use scheme://host[:port] (no path) or *")
+        return origins
+
+    def check_files(self) -> None:
+        """Files the settings name must exist (``SettingsError``, one sentence)."""
+        for name, path, want_dir in (("api_key_file", self.api_key_file, False),
+                                     ("dict_dir", self.dict_dir, True)):
+            if path is None:
+                continue
+            ok = path.is_dir() if want_dir else path.is_file()
+            if not ok:
+                kind = "folder" if want_dir else "file"
+                raise SettingsError(f"{flag_of(name)}: no such {kind}: {path}")
 
     def all_api_keys(self) -> set[str]:
         keys = set(self.api_keys)
@@ -51,3 +122,31 @@ class Settings(BaseSettings):
                 if line and not line.startswith("#"):
                     keys.add(line)
         return keys
+
+
+def flag_of(name: str) -> str:
+    """``api_key_file`` -> ``--api-key-file (LIVETRANS_API_KEY_FILE)``; a list setting's
+    flag is singular and repeatable (``--api-key``), as ``app.cli`` makes it."""
+    flag = "--" + name.replace("_", "-")
+    field = Settings.model_fields.get(name)
+    if field is not None and "list" in str(field.annotation) and flag.endswith("s"):
+        flag = flag[:-1]
+    return f"{flag} (LIVETRANS_{name.upper()})"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """``Settings`` from the environment and ``overrides``; a bad value is ``SettingsError``.
+
+    The message is one line naming the flag, its variable, what is wrong, and the choices
+    where there are fixed ones (pydantic's own message lists them).
+    """
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = str(err["loc"][0]) if err.get("loc") else ""
+        where = flag_of(name) if name in Settings.model_fields else name or "settings"
+        got = err.get("input")
+        shown = f" (got {got!r})" if isinstance(got, str | int | float) else ""
+        msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        raise SettingsError(f"invalid {where}{shown}: {msg}") from None

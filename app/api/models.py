@@ -35,17 +35,22 @@ async def get_model(model_id: str, request: Request) -> dict:
 
 @router.get("/health")
 async def health(request: Request) -> JSONResponse:
+    """Readiness for load balancers (open without a key).
+
+    When the server has keys, a caller without a valid one learns only the status: queue
+    depth and session count are other tenants' activity.
+    """
     state = get_state(request)
-    body = {
-        "status": "ok" if state.ready else ("shutting_down" if state.shutting_down
-                                             else "loading"),
-        "model": state.model_id,
-        "queue_depth": state.worker.depth if state.worker else 0,
-        "sessions": len(state.sessions),
-    }
+    status = "ok" if state.ready else ("shutting_down" if state.shutting_down else "loading")
     if state.load_error:
-        body["status"] = "error"
-        body["error"] = state.load_error
+        status = "error"
+    body: dict = {"status": status}
+    if getattr(request.state, "trusted", True):
+        body.update(model=state.model_id,
+                    queue_depth=state.worker.depth if state.worker else 0,
+                    sessions=len(state.sessions))
+        if state.load_error:
+            body["error"] = state.load_error
     return JSONResponse(body, status_code=200 if state.ready else 503)
 
 

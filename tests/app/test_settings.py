@@ -1,0 +1,76 @@
+"""Settings from flags and ``LIVETRANS_*`` variables: lists, choices, one-line errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.settings import Settings, SettingsError, load_settings
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("a,b", ["a", "b"]),
+    (" a , b ,, ", ["a", "b"]),
+    ("single", ["single"]),
+    ('["a", "b"]', ["a", "b"]),
+    ("", []),
+])
+def test_list_settings_take_comma_separated_env_values(monkeypatch, raw, expected) -> None:
+    monkeypatch.setenv("LIVETRANS_API_KEYS", raw)
+    assert Settings().api_keys == expected
+
+
+def test_cors_origins_from_env(monkeypatch) -> None:
+    monkeypatch.setenv("LIVETRANS_CORS_ORIGINS", "https://a.example/,http://localhost:3000")
+    assert Settings().cors_origins == ["https://a.example", "http://localhost:3000"]
+    monkeypatch.setenv("LIVETRANS_CORS_ORIGINS", "a.example")
+    with pytest.raises(SettingsError, match=r"--cors-origin .*'a.example' is not an origin"):
+        load_settings()
+
+
+def test_no_cross_origin_and_no_metrics_key_by_default(monkeypatch) -> None:
+    for name in ("CORS_ORIGINS", "METRICS_KEY", "API_KEYS"):
+        monkeypatch.delenv(f"LIVETRANS_{name}", raising=False)
+    s = Settings()
+    assert s.cors_origins == [] and s.metrics_key is None and s.api_keys == []
+
+
+@pytest.mark.parametrize("name, value, choices", [
+    ("omp_wait_policy", "fast", "'auto', 'active' or 'passive'"),
+    ("prompt_format", "foo", "'few-shot' or 'chat-template'"),
+    ("log_level", "loud", "'critical', 'error', 'warning', 'info' or 'debug'"),
+])
+def test_fixed_choices_are_checked_with_the_choices_in_the_message(name, value,
+                                                                   choices) -> None:
+    with pytest.raises(SettingsError) as info:
+        load_settings(**{name: value})
+    message = str(info.value)
+    flag = "--" + name.replace("_", "-")
+    assert flag in message and f"LIVETRANS_{name.upper()}" in message and choices in message
+    assert "\n" not in message
+
+
+def test_choices_are_case_insensitive(monkeypatch) -> None:
+    monkeypatch.setenv("LIVETRANS_LOG_LEVEL", "DEBUG")
+    monkeypatch.setenv("LIVETRANS_OMP_WAIT_POLICY", "Passive")
+    s = load_settings(prompt_format="Chat-Template")
+    assert (s.log_level, s.omp_wait_policy, s.prompt_format) == \
+        ("debug", "passive", "chat-template")
+
+
+def test_bad_numbers_are_one_line(monkeypatch) -> None:
+    monkeypatch.setenv("LIVETRANS_PORT", "eighty")
+    with pytest.raises(SettingsError, match=r"^invalid --port \(LIVETRANS_PORT\) \(got 'eighty'\)"):
+        load_settings()
+    with pytest.raises(SettingsError, match="--max-body-bytes"):
+        load_settings(port=1, max_body_bytes=10)
+
+
+def test_missing_files_are_named(tmp_path) -> None:
+    with pytest.raises(SettingsError, match="--api-key-file .*no such file"):
+        load_settings(api_key_file=tmp_path / "keys.txt").check_files()
+    with pytest.raises(SettingsError, match="--dict-dir .*no such folder"):
+        load_settings(dict_dir=tmp_path / "dicts").check_files()
+    (tmp_path / "keys.txt").write_text("k1\n# comment\n\nk2\n")
+    s = load_settings(api_key_file=tmp_path / "keys.txt")
+    s.check_files()
+    assert s.all_api_keys() == {"k1", "k2"}
