@@ -3,9 +3,10 @@
     python -m clients.openai_retranslation --file ASR.jsonl --limit 3 --target-lang de
 
 Each utterance of an ASR partials file is one segment: every partial is sent to
-``/v1/chat/completions`` with the same ``session_id`` (so the previous translation is the
-draft), and the final with ``is_final: true``. It prints the displayed caption of each
-update, the way a caption overlay would show it.
+``/v1/chat/completions`` in the same session (so the previous translation is the draft),
+and the final with ``is_final: true``. The session is named in the ``X-Session-ID`` header,
+which a gateway in front of several replicas routes on (README, "Scale-out"). It prints
+the displayed caption of each update, the way a caption overlay would show it.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target-lang", default="de")
     args = ap.parse_args(argv)
 
-    client = OpenAI(base_url=args.base_url, api_key=args.api_key)
     session_id = "example-" + uuid.uuid4().hex[:8]
+    client = OpenAI(base_url=args.base_url, api_key=args.api_key,
+                    default_headers={"X-Session-ID": session_id})
     lines = args.file.read_text(encoding="utf-8").splitlines()[: args.limit]
     for line in lines:
         utterance = json.loads(line)
@@ -38,8 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             response = client.chat.completions.create(
                 model="default",
                 messages=[{"role": "user", "content": event["text"]}],
-                extra_body={"target_lang": args.target_lang, "session_id": session_id,
-                            "is_final": final},
+                extra_body={"target_lang": args.target_lang, "is_final": final},
             )
             info = response.model_extra["livetrans"]
             marker = "FINAL" if final else f"r{info['revision']:<4}"

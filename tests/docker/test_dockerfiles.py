@@ -33,4 +33,6 @@ def test_compose_has_health_checks_and_a_gateway() -> None:
     assert {"livetrans-a", "livetrans-b", "gateway"} <= set(services)
     assert "healthcheck" in services["livetrans-a"]
     assert services["gateway"]["depends_on"]["livetrans-a"]["condition"] == "service_healthy"
-    assert "hash $http_x_session_id consistent" in (DOCKER / "nginx.conf").read_text()
+    conf = (DOCKER / "nginx.conf").read_text()
+    assert "hash $livetrans_session consistent" in conf  # header or body session_id
+    assert "$request_body" in conf and "$http_x_session_id" in conf

@@ -1,15 +1,24 @@
 """Two replicas behind nginx (Debian package) on loopback, with ``docker/nginx.conf``'s
-affinity rule: every update of a session lands on one replica, and a replica's death costs
-only draft reuse, not correctness."""
+affinity rule: every update of a session lands on one replica, whether the client names the
+session in the ``X-Session-ID`` header or in the JSON body's ``session_id``, and a replica's
+death costs only draft reuse, not correctness.
+
+The routing rule itself is checked against two stub upstreams (fast, no model); the end to
+end test runs two real replicas."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -50,6 +59,85 @@ def _nginx_conf(tmp: Path, port: int, upstreams: list[int]) -> Path:
     return path
 
 
+class _Stub(BaseHTTPRequestHandler):
+    """An upstream that answers with its name and the routing headers it received."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        body = json.dumps({
+            "replica": self.server.name,  # type: ignore[attr-defined]
+            "gateway": self.headers.get("x-livetrans-gateway"),
+            "routed": self.headers.get("x-livetrans-routed-session"),
+        }).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextmanager
+def _gateway(tmp: Path, n_stubs: int = 2) -> Iterator[str]:
+    """nginx with the shipped config in front of ``n_stubs`` stub upstreams."""
+    stubs = []
+    for i in range(n_stubs):
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
+        server.name = f"stub-{i}"  # type: ignore[attr-defined]
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        stubs.append(server)
+    gw_port = free_port()
+    conf = _nginx_conf(tmp, gw_port, [s.server_address[1] for s in stubs])
+    nginx = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(tmp)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        gw = f"http://127.0.0.1:{gw_port}"
+        _wait_healthy(gw + "/health", nginx, timeout=20)
+        yield gw
+    finally:
+        nginx.terminate()
+        nginx.wait(10)
+        for server in stubs:
+            server.shutdown()
+
+
+@pytest.mark.skipif(NGINX is None, reason="Debian package 'nginx' is not installed")
+def test_gateway_routes_a_session_the_same_way_by_header_or_by_body(tmp_path) -> None:
+    with _gateway(tmp_path) as gw, httpx.Client(base_url=gw, timeout=10) as client:
+        def post(headers: dict | None = None, **body) -> dict:
+            r = client.post("/v1/chat/completions", headers=headers or {},
+                            json={"model": "default", "messages": [
+                                {"role": "user", "content": "Hello"}], **body})
+            assert r.status_code == 200
+            return r.json()
+
+        by_header = {f"s-{i}": post({"X-Session-ID": f"s-{i}"}) for i in range(24)}
+        assert len({r["replica"] for r in by_header.values()}) == 2  # both replicas used
+        for sid, first in by_header.items():
+            assert first["gateway"] == "nginx" and first["routed"] == sid
+            for _ in range(2):
+                assert post({"X-Session-ID": sid})["replica"] == first["replica"]
+                body = post(session_id=sid, target_lang="de")  # the SDK's extra_body
+                assert body["replica"] == first["replica"] and body["routed"] == sid
+        # the id anywhere in the body, in any JSON spacing, after a large message
+        raw = ('{"messages": [{"role": "user", "content": "' + "x" * 200_000 + '"}],'
+               '\n "session_id" :\t"s-3", "model": "default"}')
+        r = client.post("/v1/chat/completions", content=raw,
+                        headers={"content-type": "application/json"}).json()
+        assert r["replica"] == by_header["s-3"]["replica"] and r["routed"] == "s-3"
+        # a client cannot forge what the gateway routed on
+        forged = post({"X-Livetrans-Routed-Session": "other"}, session_id="s-5")
+        assert forged["routed"] == "s-5"
+        # an id the pattern cannot read is not routed on, and the replica is told so
+        escaped = client.post("/v1/chat/completions", content='{"session_id": "s\\u002d5"}',
+                              headers={"content-type": "application/json"}).json()
+        assert escaped["gateway"] == "nginx" and escaped["routed"] is None
+
+
 @pytest.mark.skipif(NGINX is None, reason="Debian package 'nginx' is not installed")
 def test_sessions_stick_to_one_replica_and_survive_its_death(tmp_path) -> None:
     ports = [free_port(), free_port()]
@@ -71,14 +159,17 @@ def test_sessions_stick_to_one_replica_and_survive_its_death(tmp_path) -> None:
         _wait_healthy(gw + "/health", nginx)
 
         def update(sid: str, text: str) -> httpx.Response:
+            """Sessions 0-7 are named in the header, 8-11 in the body (the SDK's extra_body)."""
+            in_body = int(sid.rsplit("-", 1)[1]) >= 8
             return httpx.post(gw + "/v1/chat/completions", timeout=120,
-                              headers={"X-Session-ID": sid},
+                              headers={} if in_body else {"X-Session-ID": sid},
                               json={"model": "default", "target_lang": "de",
+                                    **({"session_id": sid} if in_body else {}),
                                     "messages": [{"role": "user", "content": text}]})
 
         words = "the new station will open next year after long delays".split()
         where: dict[str, set[str]] = {}
-        for s in range(8):
+        for s in range(12):
             sid = f"sess-{s}"
             for n in (3, 6, len(words)):
                 r = update(sid, " ".join(words[:n]))
