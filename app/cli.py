@@ -1,4 +1,10 @@
-"""``livetrans``: one entry point with subcommands (serve, bench, build-dict, emulate, ...)."""
+"""``livetrans``: one entry point with subcommands (serve, bench, build-dict, emulate, ...).
+
+What a user can fix ends in one line on stderr and exit code 2, for every subcommand: a bad
+option or setting (with its choices), a missing model, file or folder, an unreachable
+server, malformed input. ``main`` is the one place that turns those into that line
+(``UsageError`` and the few typed errors below); everything else keeps its traceback.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,10 @@ import os
 import sys
 from collections.abc import Callable
 
-from app.engine.cpu_threads import configure_omp_wait
-from app.settings import Settings
+from app.engine.cpu_threads import POLICIES, configure_omp_wait
+from app.model_files import ModelFileError, resolve_model_path
+from app.settings import Settings, SettingsError, load_settings
+from app.usage import EXIT_USAGE, UsageError, one_line_argparse_errors
 
 
 def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +47,9 @@ def _serve(args: argparse.Namespace) -> int:
         for name in Settings.model_fields
         if getattr(args, name, None) is not None
     }
-    settings = Settings(**overrides)
+    settings = load_settings(**overrides)
+    settings.check_files()
+    resolve_model_path(settings.model)  # a missing model is one line now, not in a thread
     configure_omp_wait(settings.omp_wait_policy)
     logging.basicConfig(
         level=settings.log_level.upper(),
@@ -112,8 +122,57 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
 }
 
 
+def _omp_policy_from_env() -> str:
+    """``LIVETRANS_OMP_WAIT_POLICY`` for the tools that load the model outside ``serve``."""
+    policy = os.environ.get("LIVETRANS_OMP_WAIT_POLICY", "auto").strip().lower()
+    if policy not in POLICIES:
+        raise UsageError(f"invalid LIVETRANS_OMP_WAIT_POLICY {policy!r}: choose one of "
+                         f"{', '.join(POLICIES)}")
+    return policy
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    """Errors meaning "the server is not there" from the HTTP and WebSocket clients."""
+    errors: list[type[BaseException]] = [ConnectionError]
+    try:
+        import httpx
+
+        errors.append(httpx.TransportError)
+    except ImportError:  # pragma: no cover - httpx is a dependency
+        pass
+    try:
+        from websockets.exceptions import InvalidHandshake, InvalidURI
+
+        errors += [InvalidHandshake, InvalidURI]
+    except ImportError:  # pragma: no cover - websockets is a dependency
+        pass
+    return tuple(errors)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split()) or "failed"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; user mistakes are one line on stderr and exit code 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    prog = "livetrans" + (f" {argv[0]}" if argv and not argv[0].startswith("-") else "")
+    try:
+        with one_line_argparse_errors():
+            return _main(argv)
+    except (UsageError, SettingsError, ModelFileError) as exc:
+        message = str(exc)
+    except FileNotFoundError as exc:
+        message = str(exc) if exc.filename is None else f"no such file or folder: {exc.filename}"
+    except _connection_errors() as exc:
+        message = f"cannot reach the server: {exc or type(exc).__name__}"
+    except KeyboardInterrupt:
+        return 130
+    print(f"{prog}: {_one_line(message)}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="livetrans", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="start the OpenAI-compatible server")
@@ -122,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_parser(name, help=help_text, add_help=False)
     if argv and argv[0] in DELEGATED:
         # Benchmarks and tools load the model too: same policy knob as the server's.
-        configure_omp_wait(os.environ.get("LIVETRANS_OMP_WAIT_POLICY", "auto"))
+        configure_omp_wait(_omp_policy_from_env())
         module, func, _ = DELEGATED[argv[0]]
         return _delegate(module, func)(argv[1:])
     args = parser.parse_args(argv)

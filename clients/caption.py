@@ -30,6 +30,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from app.usage import UsageError, require_file
 from clients.urls import live_url
 from eval.metrics.erasure import normalized_erasure
 from eval.metrics.speed import percentile
@@ -81,9 +82,36 @@ def _round(value: float | None) -> float | None:
 
 
 def load_utterances(path: Path, limit: int | None) -> list[dict]:
-    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    utterances = [json.loads(ln) for ln in lines]
+    path = require_file(path, "--file")
+    utterances = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            utt = _json_line(line, f"{path} line {number}")
+            if not isinstance(utt.get("events"), list):
+                raise UsageError(f"{path} line {number}: an utterance needs an 'events' list")
+            utterances.append(utt)
     return utterances[:limit] if limit else utterances
+
+
+def _json_line(line: str, where: str) -> dict:
+    """One JSON object, or a ``UsageError`` saying where the input went wrong."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{where}: not JSON ({exc.msg}); expected one JSON object per "
+                         'line, e.g. {"type": "partial", "text": "..."}') from None
+    if not isinstance(obj, dict):
+        raise UsageError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def stdin_event(line: str, number: int) -> dict:
+    """A stdin line as a ``partial``/``final`` event (``UsageError`` if it is not one)."""
+    ev = _json_line(line, f"stdin line {number}")
+    if ev.get("type") not in ("partial", "final") or not isinstance(ev.get("text"), str):
+        raise UsageError(f"stdin line {number}: expected "
+                         '{"type": "partial" or "final", "text": "..."}')
+    return ev
 
 
 class CaptionView:
@@ -161,15 +189,20 @@ async def _send_utterances(ws, utterances: list[dict], speed: float | None,
 async def _send_stdin(ws, stats: RunStats) -> None:
     loop = asyncio.get_running_loop()
     seg = 0
+    number = 0
     while True:
         line = await loop.run_in_executor(None, sys.stdin.readline)
+        number += 1
         if not line:
             return
         line = line.strip()
         if not line:
             continue
-        ev = json.loads(line)
-        segment = int(ev.get("segment", seg))
+        ev = stdin_event(line, number)
+        try:
+            segment = int(ev.get("segment", seg))
+        except (TypeError, ValueError):
+            raise UsageError(f"stdin line {number}: 'segment' must be an integer") from None
         await ws.send(json.dumps({"type": ev["type"], "segment": segment, "text": ev["text"]}))
         if ev["type"] == "final":
             stats.seg(segment).final_sent_at = time.perf_counter()
@@ -184,20 +217,37 @@ async def run_client(args: argparse.Namespace, utterances: list[dict] | None,
     if args.drafters is not None:
         start["drafters"] = [d for d in args.drafters.split(",") if d]
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else None
-    async with websockets.connect(live_url(args.server), max_size=None,
-                                  additional_headers=headers) as ws:
+    url = live_url(args.server)
+    try:
+        ws = await websockets.connect(url, max_size=None, additional_headers=headers)
+    except (OSError, TimeoutError, websockets.exceptions.InvalidHandshake,
+            websockets.exceptions.InvalidURI) as exc:
+        raise UsageError(f"cannot reach the livetrans server at {url}: "
+                         f"{exc or type(exc).__name__}") from None
+    async with ws:
         await ws.send(json.dumps(start))
-        ready = json.loads(await ws.recv())
+        try:
+            ready = json.loads(await ws.recv())
+        except websockets.ConnectionClosed as exc:
+            raise UsageError(f"the server closed the connection: {exc}") from None
         if ready.get("type") != "ready":
-            raise SystemExit(f"server refused the session: {ready}")
+            raise UsageError(f"the server refused the session: {ready.get('code')}: "
+                             f"{ready.get('message')}")
         with CaptionView(console, enabled=not args.quiet) as view:
             receiver = asyncio.create_task(_receiver(ws, stats, view))
-            if utterances is not None:
-                await _send_utterances(ws, utterances, None if args.fast else args.speed, stats)
-            else:
-                await _send_stdin(ws, stats)
-            await ws.send(json.dumps({"type": "stop"}))
-            await receiver
+            try:
+                if utterances is not None:
+                    await _send_utterances(ws, utterances, None if args.fast else args.speed,
+                                           stats)
+                else:
+                    await _send_stdin(ws, stats)
+                await ws.send(json.dumps({"type": "stop"}))
+                await receiver
+            finally:
+                # a send that failed (bad stdin input) must not leave the receiver to die
+                # with the socket and print its own traceback
+                if not receiver.done():
+                    receiver.cancel()
     return stats
 
 

@@ -12,7 +12,9 @@ SOURCE_HINT = (
 )
 
 
-def read_acl(root: Path, split: str, lang: str) -> list[str]:
+def read_acl(root: Path | None, split: str, lang: str) -> list[str]:
+    if root is None:
+        raise DatasetNotFoundError(f"no ACL 60/60 folder given. {SOURCE_HINT}")
     path = Path(root) / split / f"{lang}.txt"
     if not path.is_file():
         raise DatasetNotFoundError(f"ACL 60/60 file not found: {path}. {SOURCE_HINT}")

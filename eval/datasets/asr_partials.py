@@ -10,7 +10,10 @@ from eval.datasets.flores import DatasetNotFoundError
 from eval.datasets.streams import Stream, Update
 
 
-def read_asr_streams(path: Path, limit: int | None = None) -> list[Stream]:
+def read_asr_streams(path: Path | None, limit: int | None = None) -> list[Stream]:
+    if path is None:
+        raise DatasetNotFoundError(
+            "no ASR partials file given: pass --asr-file (e.g. shared/data/asr_partials/...)")
     path = Path(path)
     if not path.is_file():
         raise DatasetNotFoundError(

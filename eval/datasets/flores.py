@@ -27,7 +27,9 @@ def flores_code(lang: str) -> str:
     return ISO_TO_FLORES.get(lang, lang)
 
 
-def flores_path(root: Path, split: str, lang: str) -> Path:
+def flores_path(root: Path | None, split: str, lang: str) -> Path:
+    if root is None:
+        raise DatasetNotFoundError(f"no FLORES-200 folder given. {SOURCE_HINT}")
     return Path(root) / split / f"{flores_code(lang)}.{split}"
 
 

@@ -1,0 +1,61 @@
+"""Mistakes a user makes on the command line, reported as one line (exit code 2).
+
+Every ``livetrans`` subcommand raises ``UsageError`` for what the user can fix (a bad
+option value, a missing file or folder, an unreachable server, malformed input on stdin);
+``app.cli.main`` prints it as one sentence on stderr and exits 2, never with a traceback.
+A traceback is kept for bugs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NoReturn
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A user mistake: the message is one sentence saying what and where."""
+
+
+def require_file(path: Path | str | None, what: str) -> Path:
+    """``path`` as a ``Path`` if it names an existing file, else ``UsageError``."""
+    if path is None:
+        raise UsageError(f"{what} is required")
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise UsageError(f"{what}: no such file: {p}")
+    return p
+
+
+def require_dir(path: Path | str | None, what: str) -> Path:
+    """``path`` as a ``Path`` if it names an existing folder, else ``UsageError``."""
+    if path is None:
+        raise UsageError(f"{what} is required")
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise UsageError(f"{what}: no such folder: {p}")
+    return p
+
+
+def _one_line_error(self: argparse.ArgumentParser, message: str) -> NoReturn:
+    raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+@contextmanager
+def one_line_argparse_errors() -> Iterator[None]:
+    """While active, every ``ArgumentParser`` reports a bad option as ``UsageError``.
+
+    argparse prints the whole usage block before its one-line error; the subcommands'
+    parsers live in their own modules, so the CLI swaps the method for the run instead of
+    asking each module to subclass.
+    """
+    original = argparse.ArgumentParser.error
+    argparse.ArgumentParser.error = _one_line_error  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        argparse.ArgumentParser.error = original  # type: ignore[method-assign]

@@ -1,0 +1,90 @@
+"""``livetrans`` subcommands end user mistakes with one line on stderr and exit code 2.
+
+Each case runs the installed entry point in a subprocess, as a user would.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+
+LIVETRANS = shutil.which("livetrans", path=str(Path(sys.executable).parent)) or "livetrans"
+
+
+def _run(*args: str, stdin: str = "", timeout: float = 120, **env: str):
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("LIVETRANS_")}
+    environ.update(env)
+    return subprocess.run([LIVETRANS, *args], input=stdin, capture_output=True, text=True,
+                          timeout=timeout, env=environ)
+
+
+def _one_line_error(proc, *expected: str) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    for text in expected:
+        assert text in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, env, expected", [
+    (["serve", "--omp-wait-policy", "fast"], {}, ["--omp-wait-policy", "'auto', 'active'"]),
+    (["serve"], {"LIVETRANS_OMP_WAIT_POLICY": "fast"}, ["LIVETRANS_OMP_WAIT_POLICY"]),
+    (["serve", "--model", "/no/such/model.gguf"], {}, ["/no/such/model.gguf"]),
+    (["serve", "--log-level", "loud"], {}, ["--log-level", "'debug'"]),
+    (["serve"], {"LIVETRANS_LOG_LEVEL": "verbose"}, ["LIVETRANS_LOG_LEVEL"]),
+    (["serve", "--prompt-format", "foo"], {}, ["--prompt-format", "'few-shot'"]),
+    (["serve", "--port", "eighty"], {}, ["--port"]),
+    (["serve", "--cors-origin", "example.com"], {}, ["--cors-origin", "not an origin"]),
+    (["serve", "--api-key-file", "/no/keys.txt"], {}, ["--api-key-file", "/no/keys.txt"]),
+    (["serve", "--dict-dir", "/no/dicts"], {}, ["--dict-dir", "/no/dicts"]),
+    (["serve", "--no-such-flag"], {}, ["unrecognized arguments: --no-such-flag"]),
+    (["no-such-command"], {}, ["invalid choice"]),
+    # comma-separated lists parse (the model is what is missing here, not the keys)
+    (["serve", "--model", "/no/m.gguf"],
+     {"LIVETRANS_API_KEYS": "a,b", "LIVETRANS_CORS_ORIGINS": "https://x.example,http://y:3000"},
+     ["Model file not found"]),
+    (["bench"], {"LIVETRANS_OMP_WAIT_POLICY": "fast"}, ["LIVETRANS_OMP_WAIT_POLICY", "auto"]),
+    (["eval", "--out", "{tmp}/out"], {"LIVETRANS_OMP_WAIT_POLICY": "sleepy"},
+     ["LIVETRANS_OMP_WAIT_POLICY"]),
+    (["eval", "--out", "{tmp}/out"], {}, ["FLORES", "--flores-dir"]),
+    (["eval", "--dataset", "acl", "--out", "{tmp}/out"], {}, ["--acl-dir"]),
+    (["eval", "--dataset", "asr", "--out", "{tmp}/out"], {}, ["--asr-file"]),
+    (["eval", "--flores-dir", "{tmp}/none", "--out", "{tmp}/out"], {}, ["not found"]),
+    (["bench", "--model", "/no/such/model.gguf"], {}, ["/no/such/model.gguf"]),
+    (["build-dict", "--corpus", "/no/corpus.txt", "--lang", "de", "--out", "{tmp}/d.dict"],
+     {}, ["/no/corpus.txt"]),
+    (["caption", "--file", "/no/partials.jsonl"], {}, ["/no/partials.jsonl"]),
+    (["caption", "--stdin", "--server", "http://127.0.0.1:{port}"], {}, ["cannot reach"]),
+    (["caption", "--file", "{tmp}/plain.txt", "--server", "http://127.0.0.1:{port}"], {},
+     ["plain.txt line 1", "not JSON"]),
+    (["load-test", "--asr-file", "/no/file.jsonl"], {}, ["/no/file.jsonl"]),
+])
+def test_user_mistakes_are_one_line_and_exit_2(tmp_path, args, env, expected) -> None:
+    (tmp_path / "plain.txt").write_text("just some words\n")
+    port = str(free_port())  # nothing listens there
+    args = [a.replace("{tmp}", str(tmp_path)).replace("{port}", port) for a in args]
+    _one_line_error(_run(*args, **env), *expected)
+
+
+def test_caption_stdin_fed_plain_text_is_one_line(live_server) -> None:
+    proc = _run("caption", "--stdin", "--quiet", "--server", live_server.url,
+                stdin="hello world, this is not JSON\n")
+    _one_line_error(proc, "stdin line 1", "not JSON")
+    proc = _run("caption", "--stdin", "--quiet", "--server", live_server.url,
+                stdin='{"type": "partial", "text": "Hello"}\n{"text": "no type"}\n')
+    _one_line_error(proc, "stdin line 2", '"type"')
+
+
+def test_help_still_exits_0() -> None:
+    for args in (["--help"], ["serve", "--help"], ["caption", "--help"]):
+        proc = _run(*args)
+        assert proc.returncode == 0 and "usage" in proc.stdout.lower(), proc.stderr
