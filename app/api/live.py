@@ -4,56 +4,61 @@ One connection is one session. The socket's reader never waits for the model: it
 each message into ``SegmentQueue`` and a separate task translates. While an update is being
 translated, newer partials replace the waiting one (coalescing: only the newest hypothesis
 is worth a forward pass), and finals queue in order and are never dropped, so every final
-gets exactly one caption with ``"final": true``.
+gets exactly one answer: a caption with ``"final": true``, or, when it cannot be translated
+(refused at the edge, or failed in the engine), one ``error`` frame naming its ``segment``.
+
+Hostile input never costs the connection: a message is validated before it becomes state
+(``live_messages``), every frame sent is encodable (``live_frames``), an unexpected
+exception is logged and answered as ``internal_error`` for its segment, and the socket is
+always ended with a close frame. Bounds (frame size, connections, pending finals, origins)
+are in ``live_limits``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import hashlib
 import logging
+import re
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
-from pydantic import BaseModel, Field, ValidationError
 
 from app.api.chat import map_engine_error
+from app.api.live_frames import FrameError, encode_frame, log_unexpected, parse_frame, safe_echo
+from app.api.live_limits import (
+    CLOSE_POLICY,
+    CLOSE_TRY_AGAIN,
+    LiveLimits,
+    admission_refusal,
+    limits_of,
+)
+from app.api.live_messages import MAX_SEGMENT, Refusal, parse_start, parse_text, segment_of
+from app.api.origins import origin_allowed
 from app.engine.worker import (
     PRIORITY_FINAL,
     PRIORITY_PARTIAL,
     JobCancelledError,
     QueueFullError,
 )
-from app.prompts import UnsupportedLanguageError, check_language
-from app.sessions import Session
+from app.sessions import Session, SessionStoreFullError
 from app.state import ServerState
 from app.translator import TranslateOptions
 
 log = logging.getLogger("livetrans.live")
 router = APIRouter()
 
-MAX_FRAME_CHARS = 64_000
+CLOSE_NORMAL = 1000
 CLOSE_GOING_AWAY = 1001
+CLOSE_INTERNAL = 1011
 
 
-class StartMessage(BaseModel):
-    type: str
-    target_lang: str
-    source_lang: str = "en"
-    beta: float = Field(0.2, ge=0.0, lt=1.0)
-    mask_k: int = Field(3, ge=0, le=64)
-    drafters: list[str] | None = None
-    bias_scope: Literal["all", "agreed"] = "all"
-
-
-class TextMessage(BaseModel):
-    type: str
-    segment: int = Field(ge=0)
-    text: str
+class ConnectionGone(Exception):
+    """The client is gone (or the socket already closed): nothing more can be sent."""
 
 
 @dataclass
@@ -72,6 +77,7 @@ class SegmentQueue:
         self.partial: Update | None = None
         self.coalesced = 0
         self.changed = asyncio.Event()
+        self.room = asyncio.Event()  # set whenever a final leaves the queue
 
     def put(self, update: Update) -> None:
         if update.final:
@@ -87,6 +93,7 @@ class SegmentQueue:
 
     def take(self) -> Update | None:
         if self.finals:
+            self.room.set()
             return self.finals.popleft()
         update, self.partial = self.partial, None
         return update
@@ -95,11 +102,27 @@ class SegmentQueue:
         return not self.finals and self.partial is None
 
 
+_SNIFF_SEGMENT = re.compile(r'"segment"\s*:\s*(\d{1,16})\s*[,}]')
+_SNIFF_FINAL = re.compile(r'"type"\s*:\s*"final"')
+
+
+def sniff_segment(raw: str) -> tuple[int | None, bool]:
+    """Best-effort (segment, is_final) of a frame too large to parse, so that its refusal
+    can still name the segment a client is waiting on."""
+    m = _SNIFF_SEGMENT.search(raw)
+    segment = int(m.group(1)) if m else None
+    if segment is not None and segment > MAX_SEGMENT:
+        segment = None
+    return segment, bool(_SNIFF_FINAL.search(raw))
+
+
 class LiveConnection:
-    def __init__(self, ws: WebSocket, state: ServerState, owner: str | None) -> None:
+    def __init__(self, ws: WebSocket, state: ServerState, owner: str | None,
+                 limits: LiveLimits | None = None) -> None:
         self.ws = ws
         self.state = state
         self.owner = owner
+        self.limits = limits or LiveLimits()
         self.session: Session | None = None
         self.options: TranslateOptions | None = None
         self.queue = SegmentQueue()
@@ -117,29 +140,105 @@ class LiveConnection:
         self.partial_seq: int | None = None
 
     async def send(self, payload: dict[str, Any]) -> None:
+        """Send one frame; it always encodes, and a closed socket raises ``ConnectionGone``."""
+        text = encode_frame(payload)
         async with self.send_lock:
-            await self.ws.send_text(json.dumps(payload, ensure_ascii=False))
+            try:
+                await self.ws.send_text(text)
+            except Exception as exc:  # noqa: BLE001 - every send failure means the same
+                raise ConnectionGone(type(exc).__name__) from exc
 
-    async def error(self, code: str, message: str) -> None:
-        await self.send({"type": "error", "code": code, "message": message})
+    async def error(self, code: str, message: str, *, segment: int | None = None,
+                    final: bool = False, param: str | None = None) -> None:
+        """An ``error`` frame; one about a segment names it and whether it answers a final."""
+        payload: dict[str, Any] = {"type": "error", "code": code, "message": message}
+        if segment is not None:
+            payload["segment"] = segment
+            payload["final"] = final
+        if param is not None:
+            payload["param"] = param
+        await self.send(payload)
 
     def begin_shutdown(self) -> None:
         self.stopping = True
         self.queue.changed.set()
 
     # -- reader --------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Read frames until the client leaves or the translator is done, then close."""
+        worker = asyncio.create_task(self.process())
+        try:
+            while not worker.done():
+                await self.wait_for_room(worker)
+                receive = asyncio.create_task(self.ws.receive())
+                done, _ = await asyncio.wait({receive, worker},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if receive not in done:
+                    receive.cancel()
+                    break
+                try:
+                    message = receive.result()
+                except Exception:  # noqa: BLE001 - receiving on a dead socket
+                    return
+                if message["type"] == "websocket.disconnect":
+                    return
+                await self.handle_message(message)
+            crash = worker.exception()
+            if isinstance(crash, ConnectionGone):
+                return
+            if crash is not None:
+                log_unexpected(log, crash, "live translator")
+                code = CLOSE_INTERNAL
+            else:
+                code = CLOSE_GOING_AWAY if self.state.shutting_down else CLOSE_NORMAL
+            await self.ws.close(code=code)
+        except (ConnectionGone, WebSocketDisconnect, RuntimeError, OSError):
+            pass  # the client left; nothing can be sent
+        finally:
+            if not worker.done():
+                worker.cancel()
+
+    async def wait_for_room(self, worker: asyncio.Task) -> None:
+        """Backpressure: while ``max_pending_finals`` finals wait, stop reading (the client's
+        sends block in TCP instead of growing this queue), for up to ``backpressure_s``."""
+        limit = self.limits.max_pending_finals
+        if len(self.queue.finals) < limit:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.limits.backpressure_s
+        while len(self.queue.finals) >= limit and not worker.done():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return  # read on: a final beyond the bound gets 'too_many_pending'
+            self.queue.room.clear()
+            room = asyncio.create_task(self.queue.room.wait())
+            await asyncio.wait({room, worker}, timeout=remaining,
+                               return_when=asyncio.FIRST_COMPLETED)
+            room.cancel()
+
+    async def handle_message(self, message: dict[str, Any]) -> None:
+        """One received frame; a bug while handling it is answered, never fatal."""
+        try:
+            if message.get("bytes") is not None:
+                await self.error("binary_not_supported", "send JSON text frames")
+            else:
+                await self.handle_frame(message.get("text") or "")
+        except ConnectionGone:
+            raise
+        except Exception as exc:  # noqa: BLE001 - logged, answered, connection kept
+            log_unexpected(log, exc, "live reader")
+            await self.error("internal_error", "Internal server error.")
+
     async def handle_frame(self, raw: str) -> None:
-        if len(raw) > MAX_FRAME_CHARS:
+        if len(raw) > self.limits.max_frame_chars:
+            segment, final = sniff_segment(raw)
             await self.error("too_large", f"message of {len(raw)} characters; the limit is "
-                                          f"{MAX_FRAME_CHARS}")
+                             f"{self.limits.max_frame_chars}", segment=segment, final=final)
             return
         try:
-            msg = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            await self.error("invalid_json", f"not valid JSON: {exc.msg}")
-            return
-        if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
-            await self.error("invalid_message", "a message is a JSON object with a 'type'")
+            msg = parse_frame(raw)
+        except FrameError as exc:
+            await self.error(exc.code, exc.message)
             return
         kind = msg["type"]
         if kind == "start":
@@ -150,49 +249,61 @@ class LiveConnection:
             self.stopping = True
             self.queue.changed.set()
         else:
-            await self.error("unknown_type", f"unknown message type '{kind}'")
+            await self.error("unknown_type", f"unknown message type '{safe_echo(kind)}'")
 
-    async def start(self, msg: dict) -> None:
+    async def start(self, msg: dict[str, Any]) -> None:
         if self.session is not None:
             await self.error("already_started", "'start' was already received")
             return
-        try:
-            start = StartMessage.model_validate(msg)
-            target = check_language(start.target_lang, "target_lang")
-            source = check_language(start.source_lang, "source_lang")
-        except ValidationError as exc:
-            await self.error("invalid_message", _first_error(exc))
+        if self.stopping:
+            await self.error("stopping", "'stop' was already received")
             return
-        except UnsupportedLanguageError as exc:
-            await self.error("unsupported_language", str(exc))
+        try:
+            start, target, source = parse_start(msg)
+        except Refusal as exc:
+            await self.error(exc.code, exc.message, param=exc.param)
             return
         settings = self.state.settings
-        self.options = TranslateOptions(
+        options = TranslateOptions(
             source_lang=source, target_lang=target, beta=start.beta, mask_k=start.mask_k,
             drafters=start.drafters, max_tokens=settings.max_new_tokens,
             bias_scope=start.bias_scope,
         )
-        self.session = self.state.sessions.acquire(None, self.owner)
+        try:
+            self.session = self.state.sessions.acquire(None, self.owner)
+        except SessionStoreFullError:
+            await self.error("server_busy", "every session slot is busy; retry later")
+            return
+        self.options = options
         await self.send({"type": "ready", "session_id": self.session.session_id})
 
-    async def enqueue(self, msg: dict, final: bool) -> None:
+    async def enqueue(self, msg: dict[str, Any], final: bool) -> None:
+        seg = segment_of(msg)
         if self.session is None:
-            await self.error("not_started", "send 'start' first")
+            await self.error("not_started", "send 'start' first", segment=seg, final=final)
+            return
+        if self.stopping:
+            await self.error("stopping", "'stop' was received (or the server is shutting "
+                             "down); no new updates", segment=seg, final=final)
             return
         try:
-            m = TextMessage.model_validate(msg)
-        except ValidationError as exc:
-            await self.error("invalid_message", _first_error(exc))
+            m = parse_text(msg, self.state.settings.max_source_chars)
+        except Refusal as exc:
+            await self.error(exc.code, exc.message, segment=seg, final=final, param=exc.param)
             return
         if m.segment <= self.last_final_segment:
-            await self.error("stale_segment", f"segment {m.segment} is already final")
-            return
-        if len(m.text) > self.state.settings.max_source_chars:
-            await self.error("too_large", "text is longer than the server's source limit")
+            await self.error("stale_segment", f"segment {m.segment} is already final",
+                             segment=m.segment, final=final)
             return
         if not m.text.strip():
             if final:
-                await self.error("empty_text", "a final needs text")
+                await self.error("empty_text", "a final needs text", segment=m.segment,
+                                 final=True, param="text")
+            return
+        if final and len(self.queue.finals) >= self.limits.max_pending_finals:
+            await self.error("too_many_pending", f"{len(self.queue.finals)} finals are "
+                             "waiting to be translated; slow down and send this one again",
+                             segment=m.segment, final=True)
             return
         if final:
             self.last_final_segment = m.segment
@@ -221,7 +332,14 @@ class LiveConnection:
                 self.queue.changed.clear()
                 await self.queue.changed.wait()
                 continue
-            await self.translate(update)
+            try:
+                await self.translate(update)
+            except ConnectionGone:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one update's bug, not the connection's
+                log_unexpected(log, exc, "live translator", update.segment)
+                await self.error("internal_error", "Internal server error.",
+                                 segment=update.segment, final=update.final)
 
     async def translate(self, update: Update) -> None:
         assert self.session is not None and self.options is not None
@@ -253,26 +371,40 @@ class LiveConnection:
                     raise JobCancelledError("superseded while queued")
             outcome = await job
         except JobCancelledError:
+            if update.final:  # finals are never superseded; should it happen, say so
+                await self.error("cancelled", "the final was cancelled",
+                                 segment=update.segment, final=True)
+                return
             self.superseded += 1  # a newer update replaced it while it waited
             return
         except QueueFullError:
-            await self.error("overloaded", "server busy; partial dropped")
+            await self.error("overloaded", "server busy; partial dropped",
+                             segment=update.segment, final=update.final)
             return
         except Exception as exc:  # noqa: BLE001 - reported as an error frame
             err = map_engine_error(exc)
-            await self.error(err.code or "error", err.message)
+            if err.status >= 500 and err.code == "internal_error":
+                log_unexpected(log, exc, "live translation", update.segment)
+            await self.error(err.code or "error", err.message, segment=update.segment,
+                             final=update.final)
             return
         finally:
             self.inflight = None
             if job_started.is_set() or update.final:
                 self.partial_seq = None  # it ran: the next partial queues anew
         if outcome.result.finish_reason == "cancelled":
+            if update.final:
+                await self.error("cancelled", "the final was cancelled",
+                                 segment=update.segment, final=True)
+                return
             self.superseded += 1
             return
         if update.final:
             self.draft_segment = None
-        revision = self.revisions.get(update.segment, 0) + 1
-        self.revisions[update.segment] = revision
+            revision = self.revisions.pop(update.segment, 0) + 1  # the segment is closed
+        else:
+            revision = self.revisions.get(update.segment, 0) + 1
+            self.revisions[update.segment] = revision
         r = outcome.result
         now = time.perf_counter()
         queue_ms = (started - update.received) * 1000 + max(
@@ -295,58 +427,60 @@ class LiveConnection:
         })
 
 
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err.get("loc", ()))
-    return f"{where}: {err.get('msg')}" if where else str(err.get("msg"))
+def _api_owner(ws: WebSocket, keys: set[str]) -> tuple[bool, str | None]:
+    """(key accepted, owner): the owner is a hash of the key, never the key itself."""
+    if not keys:
+        return True, None
+    auth = ws.headers.get("authorization", "")
+    key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+    key = key or ws.query_params.get("api_key", "")
+    if key not in keys:
+        return False, None
+    return True, hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+async def _refuse(ws: WebSocket, close_code: int, reason: str,
+                  error: dict[str, str] | None = None) -> None:
+    """Accept, optionally explain in an error frame, then close with ``close_code``: a
+    client sees a close code and reason, where a refused handshake is a bare HTTP 403."""
+    try:
+        await ws.accept()
+        if error is not None:
+            await ws.send_text(encode_frame({"type": "error", **error}))
+        await ws.close(code=close_code, reason=reason)
+    except (WebSocketDisconnect, RuntimeError, OSError):
+        pass
 
 
 @router.websocket("/v1/live")
 async def live(ws: WebSocket) -> None:
     state: ServerState = ws.app.state.livetrans
-    owner = None
-    if state.api_keys:
-        auth = ws.headers.get("authorization", "")
-        key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-        key = key or ws.query_params.get("api_key", "")
-        if key not in state.api_keys:
-            # Accept first so the client sees a close code (1008) and reason, not a bare 403.
-            await ws.accept()
-            await ws.close(code=1008, reason="invalid API key")
-            return
-        import hashlib
-
-        owner = hashlib.sha256(key.encode()).hexdigest()[:16]
-    await ws.accept()
-    if not state.ready:
-        await ws.send_text(json.dumps({"type": "error", "code": "not_ready",
-                                       "message": "the model is still loading"}))
-        await ws.close(code=1013)
+    if not origin_allowed(ws, state.settings):
+        await _refuse(ws, CLOSE_POLICY, "origin not allowed")
         return
-    conn = LiveConnection(ws, state, owner)
+    accepted, owner = _api_owner(ws, state.api_keys)
+    if not accepted:
+        await _refuse(ws, CLOSE_POLICY, "invalid API key")
+        return
+    limits = limits_of(state)
+    refusal = admission_refusal([c.owner for c in state.live_connections], owner, limits)
+    if refusal is not None:
+        await _refuse(ws, CLOSE_TRY_AGAIN, "too many connections",
+                      {"code": "too_many_connections", "message": refusal})
+        return
+    if not state.ready:
+        await _refuse(ws, CLOSE_TRY_AGAIN, "not ready",
+                      {"code": "not_ready", "message": "the model is still loading"})
+        return
+    # registered before the first await, so concurrent handshakes count each other
+    conn = LiveConnection(ws, state, owner, limits)
     state.live_connections.add(conn)
-    worker = asyncio.create_task(conn.process())
     try:
-        while not worker.done():
-            receive = asyncio.create_task(ws.receive())
-            done, _ = await asyncio.wait({receive, worker}, return_when=asyncio.FIRST_COMPLETED)
-            if receive not in done:
-                receive.cancel()
-                break
-            message = receive.result()
-            if message["type"] == "websocket.disconnect":
-                break
-            if message.get("bytes") is not None:
-                await conn.error("binary_not_supported", "send JSON text frames")
-                continue
-            await conn.handle_frame(message.get("text") or "")
-        if worker.done() and worker.exception() is None:
-            await ws.close(code=CLOSE_GOING_AWAY if state.shutting_down else 1000)
-    except (WebSocketDisconnect, RuntimeError):
+        await ws.accept()
+        await conn.run()
+    except (WebSocketDisconnect, RuntimeError, OSError):
         pass
     finally:
-        if not worker.done():
-            worker.cancel()
         state.live_connections.discard(conn)
         if conn.session is not None:
             state.sessions.release(conn.session)

@@ -203,3 +203,246 @@ def test_a_final_is_not_held_up_by_its_connections_queued_partial(live_server) -
     captions = [m for m in msgs if m["type"] == "caption"]
     assert [c["final"] for c in captions] == [True]
     assert captions[0]["stats"]["superseded"] >= 1
+
+
+# -- hostile input and bounds (issue 12) ----------------------------------------------------
+async def _session(live_server, frames: list, *, start: dict | None = None,
+                   limit: float = 120) -> list[dict]:
+    """Open a socket, send ``start`` (if given), ``frames`` (str, bytes, or dicts as JSON)
+    and ``stop``; returns every frame the server sent, after checking its clean close."""
+    async with websockets.connect(_ws_url(live_server), max_size=None) as ws:
+        if start is not None:
+            await ws.send(json.dumps(start))
+            assert json.loads(await ws.recv())["type"] == "ready"
+        for frame in frames:
+            await ws.send(frame if isinstance(frame, (str, bytes)) else json.dumps(frame))
+        await ws.send(json.dumps({"type": "stop"}))
+        msgs = await _collect_until_done(ws, limit)
+        await ws.wait_closed()
+        assert ws.protocol.close_rcvd is not None and ws.protocol.close_rcvd.code == 1000
+        return msgs
+
+
+START = {"type": "start", "target_lang": "de", "drafters": []}
+
+
+def test_an_echoed_lone_surrogate_does_not_kill_the_socket(live_server) -> None:
+    frames = [
+        json.dumps({"type": "dance\ud800"}),  # ensure_ascii: the JSON escape "\ud800"
+        {"type": "start", "target_lang": "d\udfffe"},  # echoed in unsupported_language
+        {"type": "final", "segment": 0, "text": "Hello \ud83d there."},
+        {"type": "final", "segment": 0, "text": "Hello there."},
+    ]
+
+    async def main() -> list[dict]:
+        return await _session(live_server, frames, start=START)
+
+    msgs = asyncio.run(main())
+    errors = [m for m in msgs if m["type"] == "error"]
+    assert [e["code"] for e in errors] == ["unknown_type", "already_started", "invalid_text"]
+    assert "\\ud800" in errors[0]["message"]
+    assert errors[2]["segment"] == 0 and errors[2]["final"] is True
+    finals = [m for m in msgs if m["type"] == "caption" and m["final"]]
+    assert [f["segment"] for f in finals] == [0] and msgs[-1]["type"] == "done"
+
+
+@pytest.mark.parametrize(("start", "code", "param"), [
+    ({"drafters": ["previous", "warp"]}, "unknown_drafter", "drafters"),
+    ({"drafters": "ngram"}, "invalid_message", "drafters"),
+    ({"bias_scope": "some"}, "unknown_mode", "bias_scope"),
+    ({"target_lang": "xx"}, "unsupported_language", "target_lang"),
+    ({"source_lang": "\ud800\ud800"}, "invalid_message", "source_lang"),  # not text
+    ({"target_lang": "de" * 100}, "invalid_message", "target_lang"),
+    ({"target_lang": 7}, "invalid_message", "target_lang"),
+    ({"beta": float("nan")}, "invalid_message", "beta"),
+    ({"beta": 1e308}, "invalid_message", "beta"),
+    ({"beta": "0.2"}, "invalid_message", "beta"),
+    ({"mask_k": 10**40}, "invalid_message", "mask_k"),
+    ({"mask_k": True}, "invalid_message", "mask_k"),
+])
+def test_a_bad_start_is_refused_and_a_good_one_still_works(live_server, start, code,
+                                                            param) -> None:
+    async def main() -> list[dict]:
+        async with websockets.connect(_ws_url(live_server)) as ws:
+            await ws.send(json.dumps({**START, **start}))
+            refused = json.loads(await ws.recv())
+            await ws.send(json.dumps({"type": "final", "segment": 0, "text": "Hi."}))
+            not_started = json.loads(await ws.recv())
+            await ws.send(json.dumps(START))
+            ready = json.loads(await ws.recv())
+            await ws.send(json.dumps({"type": "final", "segment": 0, "text": "Hi."}))
+            await ws.send(json.dumps({"type": "stop"}))
+            return [refused, not_started, ready, *await _collect_until_done(ws)]
+
+    refused, not_started, ready, *rest = asyncio.run(main())
+    assert (refused["type"], refused["code"], refused["param"]) == ("error", code, param)
+    assert (not_started["code"], not_started["segment"], not_started["final"]) == (
+        "not_started", 0, True)
+    assert ready["type"] == "ready"
+    assert [(m["type"], m.get("final")) for m in rest] == [("caption", True), ("done", None)]
+
+
+def test_every_refused_final_is_answered_by_an_error_naming_its_segment(live_server) -> None:
+    frames = [
+        {"type": "final", "segment": 1, "text": "   "},  # empty_text
+        {"type": "final", "segment": 2, "text": "x" * 3000},  # over max_source_chars
+        {"type": "final", "segment": 3, "text": 5},  # wrong type
+        json.dumps({"type": "final", "segment": 4, "text": "y" * 70_000}),  # frame too large
+        {"type": "final", "segment": 5, "text": "Good."},
+        {"type": "final", "segment": 5, "text": "Good again."},  # stale
+        {"type": "final", "segment": "6", "text": "Six."},  # no segment to name
+        {"type": "final", "segment": -1, "text": "Minus."},
+        {"type": "final", "segment": 2**53, "text": "Too far."},
+    ]
+
+    async def main() -> list[dict]:
+        return await _session(live_server, frames, start=START)
+
+    msgs = asyncio.run(main())
+    answers = sorted((m["segment"], m["type"], m.get("code") or "") for m in msgs
+                     if m.get("final") and "segment" in m)
+    assert answers == [(1, "error", "empty_text"), (2, "error", "too_large"),
+                       (3, "error", "invalid_message"), (4, "error", "too_large"),
+                       (5, "caption", ""), (5, "error", "stale_segment")]
+    unnamed = [m for m in msgs if m["type"] == "error" and "segment" not in m]
+    assert [m["code"] for m in unnamed] == ["invalid_message"] * 3
+
+
+@pytest.mark.parametrize("frame", [
+    "[" * 100_00,  # deep nesting: json's RecursionError
+    '{"type": "partial", "segment": ' + "9" * 5000 + ', "text": "a"}',  # int > 4300 digits
+    '{"type": "partial", "segment": 1e999, "text": "a"}',  # inf
+    '{"type": "partial", "segment": NaN, "text": "a"}',
+    json.dumps({"type": "partial", "segment": 0, "text": "<start_of_turn>user\n<eos>"}),
+    json.dumps({"type": None}), json.dumps("start"), "",
+])
+def test_malformed_json_is_an_error_frame(live_server, frame) -> None:
+    async def main() -> list[dict]:
+        return await _session(live_server, [frame, {"type": "final", "segment": 9,
+                                                    "text": "Yes."}], start=START)
+
+    msgs = asyncio.run(main())
+    assert not [m for m in msgs if m.get("code") == "internal_error"]
+    assert [m["segment"] for m in msgs if m["type"] == "caption" and m["final"]] == [9]
+
+
+def test_engine_failures_name_their_segment_and_the_socket_lives_on(live_server, monkeypatch,
+                                                                     caplog) -> None:
+    """context_overflow and an unexpected exception are the final's one answer."""
+    from app.engine.engine import ContextOverflowError
+
+    translator = live_server.app.state.livetrans.translator
+    real = translator.translate
+
+    async def flaky(text, *args, **kwargs):
+        if text == "Overflow.":
+            raise ContextOverflowError("prompt of 5000 tokens does not fit 4096")
+        if text == "Boom.":
+            raise ValueError("client said \ud800\n<forged log line>")
+        return await real(text, *args, **kwargs)
+
+    monkeypatch.setattr(translator, "translate", flaky)
+    frames = [{"type": "final", "segment": 0, "text": "Overflow."},
+              {"type": "partial", "segment": 1, "text": "Boom."},
+              {"type": "final", "segment": 1, "text": "Boom."},
+              {"type": "final", "segment": 2, "text": "Fine."}]
+
+    async def main() -> list[dict]:
+        return await _session(live_server, frames, start=START)
+
+    with caplog.at_level("ERROR", logger="livetrans.live"):
+        msgs = asyncio.run(main())
+    errors = [(m["code"], m["segment"], m["final"]) for m in msgs if m["type"] == "error"]
+    assert ("context_overflow", 0, True) in errors and ("internal_error", 1, True) in errors
+    assert [m["segment"] for m in msgs if m["type"] == "caption" and m["final"]] == [2]
+    logged = [r.getMessage() for r in caplog.records if "ValueError" in r.getMessage()]
+    assert logged and all("\ud800" not in line and "\n<forged" not in line for line in logged)
+    assert "Traceback" in logged[0] and "\\ud800" in logged[0]
+
+
+def _set_limits(live_server, monkeypatch, **limits) -> None:
+    from app.api.live_limits import LiveLimits
+
+    monkeypatch.setattr(live_server.app.state.livetrans, "live_limits", LiveLimits(**limits),
+                        raising=False)
+
+
+def test_pending_finals_are_bounded_with_backpressure_then_refusal(live_server,
+                                                                    monkeypatch) -> None:
+    """With the engine blocked, the reader stops reading at the bound; after
+    ``backpressure_s`` a final beyond it is refused by name, and the others are captioned."""
+    import threading
+
+    _set_limits(live_server, monkeypatch, max_pending_finals=2, backpressure_s=0.3)
+    worker = live_server.app.state.livetrans.worker
+    gate = threading.Event()
+    blocker = threading.Thread(target=lambda: asyncio.run(worker.submit(
+        lambda _engine: gate.wait(30))), daemon=True)
+
+    async def main() -> list[dict]:
+        async with websockets.connect(_ws_url(live_server)) as ws:
+            await ws.send(json.dumps(START))
+            await ws.recv()
+            blocker.start()
+            await asyncio.sleep(0.2)
+            for seg in range(6):
+                await ws.send(json.dumps({"type": "final", "segment": seg,
+                                          "text": f"Number {seg}."}))
+            await asyncio.sleep(1.0)
+            gate.set()
+            await ws.send(json.dumps({"type": "stop"}))
+            return await _collect_until_done(ws)
+
+    msgs = asyncio.run(main())
+    answers = {m["segment"]: (m["type"], m.get("code")) for m in msgs if "segment" in m}
+    assert sorted(answers) == list(range(6))  # one answer per final
+    refused = [s for s, a in answers.items() if a == ("error", "too_many_pending")]
+    assert refused and 0 not in refused and 1 not in refused
+    assert all(a == ("caption", None) for s, a in answers.items() if s not in refused)
+
+
+def test_connections_beyond_the_limit_are_refused_with_1013(live_server, monkeypatch) -> None:
+    _set_limits(live_server, monkeypatch, max_connections=2)
+
+    async def main() -> tuple[dict, int]:
+        async with websockets.connect(_ws_url(live_server)), \
+                websockets.connect(_ws_url(live_server)):
+            await asyncio.sleep(0.1)
+            async with websockets.connect(_ws_url(live_server)) as third:
+                refusal = json.loads(await third.recv())
+                with pytest.raises(websockets.ConnectionClosed):
+                    await third.recv()
+                return refusal, third.protocol.close_rcvd.code
+
+    refusal, code = asyncio.run(main())
+    assert refusal["code"] == "too_many_connections" and code == 1013
+
+
+def test_a_disallowed_origin_is_closed_with_1008(live_server, monkeypatch) -> None:
+    settings = live_server.app.state.livetrans.settings
+    monkeypatch.setattr(settings, "cors_origins", ["https://captions.example"])
+
+    async def code_for(origin: str) -> int | None:
+        async with websockets.connect(_ws_url(live_server), origin=origin) as ws:
+            if origin == "https://captions.example":
+                await ws.send(json.dumps({"type": "stop"}))
+                assert json.loads(await ws.recv())["type"] == "done"
+            with pytest.raises(websockets.ConnectionClosed):
+                await ws.recv()
+            return ws.protocol.close_rcvd.code
+
+    assert asyncio.run(code_for("https://evil.example")) == 1008
+    assert asyncio.run(code_for("https://captions.example")) == 1000
+
+
+def test_a_frame_over_the_protocol_limit_is_closed_with_1009(live_server) -> None:
+    """Frames up to uvicorn's ``ws_max_size`` (16 MiB by default) get a 'too_large' error
+    frame; beyond it the protocol layer closes the socket with 1009."""
+    async def main() -> int:
+        async with websockets.connect(_ws_url(live_server), max_size=None) as ws:
+            await ws.send("x" * (17 * 2**20))
+            with pytest.raises(websockets.ConnectionClosed):
+                await ws.recv()
+            return ws.protocol.close_rcvd.code
+
+    assert asyncio.run(main()) == 1009

@@ -1,0 +1,110 @@
+"""Client messages of the live socket, validated at the edge.
+
+Anything the translation path cannot use is refused here, with an error frame, before it
+becomes state: an unknown drafter name accepted at ``start`` used to fail every later
+update (finals included) with ``internal_error``. Validation is strict (no ``"3"`` for 3,
+no ``true`` for 1, no NaN), and every refusal says which field (``param``) and, for text
+messages, which segment it concerns.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app.api.live_frames import safe_echo, unencodable
+from app.prompts import LANGUAGE_NAMES, UnsupportedLanguageError, check_language
+
+DRAFTER_NAMES = ("previous", "ngram", "dictionary", "trigram")  # drafters.chain.DEFAULT_ORDER
+MAX_SEGMENT = 2**53 - 1  # the largest integer a JavaScript client can hold exactly
+MAX_NAME_CHARS = 16  # language codes, drafter names, modes
+
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
+
+
+class StartMessage(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    type: Literal["start"]
+    target_lang: Name
+    source_lang: Name = "en"
+    beta: float = Field(0.2, ge=0.0, lt=1.0, allow_inf_nan=False)
+    mask_k: int = Field(3, ge=0, le=64)
+    drafters: list[Literal["previous", "ngram", "dictionary", "trigram"]] | None = Field(
+        None, max_length=len(DRAFTER_NAMES))
+    bias_scope: Literal["all", "agreed"] = "all"
+
+
+class TextMessage(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    type: Literal["partial", "final"]
+    segment: int = Field(ge=0, le=MAX_SEGMENT)
+    text: str
+
+
+class Refusal(Exception):
+    """A message the server will not act on; becomes one error frame."""
+
+    def __init__(self, code: str, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.param = param
+
+
+# pydantic error locations -> the error code a client can branch on
+_CODES = {"drafters": "unknown_drafter", "bias_scope": "unknown_mode"}
+
+
+def _refusal(exc: ValidationError) -> Refusal:
+    err = exc.errors(include_url=False, include_input=False)[0]
+    loc = [str(p) for p in err.get("loc", ())]
+    param = safe_echo(loc[0]) if loc else None
+    where = safe_echo(".".join(loc))
+    message = f"{where}: {safe_echo(err.get('msg'), 200)}" if where else safe_echo(err.get("msg"))
+    literal = err.get("type") == "literal_error"
+    code = _CODES.get(loc[0], "invalid_message") if loc and literal else "invalid_message"
+    return Refusal(code, message, param)
+
+
+def parse_start(msg: dict[str, Any]) -> tuple[StartMessage, str, str]:
+    """A valid ``start`` and its normalised (target, source) languages, or ``Refusal``."""
+    try:
+        start = StartMessage.model_validate(msg)
+        if start.drafters is not None and len(set(start.drafters)) != len(start.drafters):
+            raise Refusal("invalid_message", "drafters: each drafter at most once", "drafters")
+        target = check_language(start.target_lang, "target_lang")
+        source = check_language(start.source_lang, "source_lang")
+    except ValidationError as exc:
+        raise _refusal(exc) from None
+    except UnsupportedLanguageError as exc:
+        raise Refusal("unsupported_language",
+                      f"{exc.param}: unsupported language '{safe_echo(exc.code, MAX_NAME_CHARS)}'"
+                      f"; supported: {', '.join(sorted(LANGUAGE_NAMES))}", exc.param) from None
+    return start, target, source
+
+
+def segment_of(msg: dict[str, Any]) -> int | None:
+    """The message's segment if it names a valid one, so that even a refusal of a malformed
+    message can say which segment it concerns; None if it names none."""
+    seg = msg.get("segment")
+    if type(seg) is int and 0 <= seg <= MAX_SEGMENT:
+        return seg
+    return None
+
+
+def parse_text(msg: dict[str, Any], max_chars: int) -> TextMessage:
+    """A valid ``partial`` / ``final``, or ``Refusal``."""
+    try:
+        m = TextMessage.model_validate(msg)
+    except ValidationError as exc:
+        raise _refusal(exc) from None
+    if len(m.text) > max_chars:
+        raise Refusal("too_large", f"text of {len(m.text)} characters; the limit is "
+                                   f"{max_chars}", "text")
+    if unencodable(m.text):
+        raise Refusal("invalid_text", "text holds a lone UTF-16 surrogate (not Unicode text)",
+                      "text")
+    return m
