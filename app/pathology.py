@@ -125,14 +125,20 @@ def _squash(text: str) -> str:
     return "".join(ch.lower() for ch in text if ch.isalnum())
 
 
-def _similar(a: str, b: str) -> float:
-    """How much of the shorter string the longer one contains, in order (0..1)."""
+def _similar(a: str, b: str, min_block: int = 4) -> float:
+    """How much of the shorter string the longer one contains, in order, counting only
+    shared runs of at least ``min_block`` characters (0..1).
+
+    Single shared letters would make any short output "contained" in a long example
+    ("Der Pilot war" spelled out inside "Der Zug zum Flughafen ..."); runs make it a copy.
+    """
     a, b = _squash(a), _squash(b)
-    if not a or not b:
+    if min(len(a), len(b)) < min_block:
         return 0.0
     matcher = SequenceMatcher(None, a, b, autojunk=False)
-    matched = sum(block.size for block in matcher.get_matching_blocks())
-    return matched / min(len(a), len(b)) if min(len(a), len(b)) >= 4 else 0.0
+    matched = sum(block.size for block in matcher.get_matching_blocks()
+                  if block.size >= min_block)
+    return matched / min(len(a), len(b))
 
 
 def reproduces_example(output: str, source: str, examples: Sequence[tuple[str, str]],

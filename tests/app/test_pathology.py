@@ -53,6 +53,12 @@ def test_a_prompt_example_is_leakage_unless_the_speaker_said_it() -> None:
     assert not reproduces_example("感谢大家今天来听这个报告。", said, EXAMPLES)
     assert not reproduces_example("所以我们在这里", "So here we", EXAMPLES)
     assert not reproduces_example("报告", "The report", EXAMPLES)  # too short to be an answer
+    de = FewShotFormat().examples("en", "de")
+    # seen as false alarms of a letter-by-letter match: short outputs spelled out inside
+    # a long example
+    assert not reproduces_example("So wir sind", "So we're going", de)
+    assert not reproduces_example("Der Pilot war", "The pilot was", de)
+    assert reproduces_example("Vielen Dank an Sie alle, dass Sie heute", "So here we", de)
 
 
 def test_loops_are_detected_only_when_long_enough() -> None:
