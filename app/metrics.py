@@ -29,6 +29,15 @@ class Metrics:
                                         ["route"], buckets=_LATENCY_BUCKETS, registry=r)
         self.e2e_seconds = Histogram("livetrans_request_seconds", "end-to-end HTTP latency",
                                      ["route"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.pathological = Counter(
+            "livetrans_pathological_outputs_total", "translations app.pathology diagnosed",
+            ["kind", "final"], registry=r)
+        self.drafts_dropped = Counter(
+            "livetrans_drafts_dropped_total", "outputs refused as the next update's draft",
+            ["reason"], registry=r)
+        self.finals_retried = Counter(
+            "livetrans_finals_retried_total", "pathological finals translated again",
+            ["kind"], registry=r)
         self.caption_seconds = Histogram(
             "livetrans_final_caption_seconds", "time from a final's arrival to its caption",
             buckets=_LATENCY_BUCKETS, registry=r)
@@ -43,6 +52,15 @@ class Metrics:
         for name, (proposed, ok) in result.by_drafter.items():
             self.drafted.labels(name or "unknown").inc(proposed)
             self.accepted.labels(name or "unknown").inc(ok)
+
+    def observe_verdict(self, outcome) -> None:  # noqa: ANN001 - translator.TranslationOutcome
+        """Count what ``app.pathology`` found in one translated update."""
+        if outcome.pathology:
+            self.pathological.labels(outcome.pathology, str(outcome.is_final).lower()).inc()
+        if outcome.draft_dropped and not outcome.is_final:
+            self.drafts_dropped.labels(outcome.draft_dropped).inc()
+        if outcome.retried:
+            self.finals_retried.labels(outcome.retried).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

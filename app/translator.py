@@ -180,8 +180,8 @@ def translate_update(
 
     ``examples`` are the prompt's example pairs (for the leakage detector); ``retry_prompt``
     is the stronger prompt a pathological final is translated again with, from scratch
-    (``opts.final_retry``). Streaming (``on_text``) is off for the retry: what was streamed
-    stays the first attempt, the returned text is the retry's.
+    (``opts.final_retry``); the retry's answer is kept only when it is clean. A streamed
+    update (``on_text``) is never retried: its text has gone out already.
     """
     rt = engine.rt
     draft = list(draft_tokens) if draft_tokens is not None else []
@@ -203,16 +203,25 @@ def translate_update(
                        chain, cancel, on_text)
     pathology = diagnose_output(result, prompt.source, opts, examples)
     retried, retry_ms = None, 0.0
+    # Not for a streamed answer (``on_text``): its text is out already and cannot change.
     if (is_final and opts.final_retry and retry_prompt is not None and pathology
-            and pathology != "loop" and result.finish_reason != "cancelled"):
+            and pathology != "loop" and on_text is None
+            and result.finish_reason != "cancelled"):
         first = result
-        result = _generate(engine, retry_prompt, opts, 0.0, [], 0, None, cancel, None)
-        retry_ms = result.decode_ms
-        result.decode_ms += first.decode_ms
-        result.forward_passes += first.forward_passes
-        result.draft_tokens += first.draft_tokens
-        result.ssbd_draft_tokens += first.ssbd_draft_tokens
-        retried, pathology = pathology, diagnose_output(result, prompt.source, opts, examples)
+        again = _generate(engine, retry_prompt, opts, 0.0, [], 0, None, cancel, None)
+        retry_ms = again.decode_ms
+        verdict = diagnose_output(again, prompt.source, opts, examples)
+        # the retry's answer replaces the first only when it is no pathology itself
+        result = again if verdict is None else first
+        if verdict is None:
+            result.decode_ms += first.decode_ms
+            result.forward_passes += first.forward_passes
+            result.draft_tokens += first.draft_tokens
+            result.ssbd_draft_tokens += first.ssbd_draft_tokens
+        else:
+            result.decode_ms += retry_ms
+            result.forward_passes += again.forward_passes
+        retried, pathology = pathology, (None if verdict is None else pathology)
     shown = masked_tokens(result.tokens, opts.mask_k, is_final)
     display = result.text if shown is result.tokens else rt.detokenize(shown)
     guard = pathology if opts.draft_guard else None

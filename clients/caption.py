@@ -20,6 +20,7 @@ import asyncio
 import json
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,10 @@ class RunStats:
     captions: int = 0
     errors: list[dict] = field(default_factory=list)
     segments: dict[int, SegmentLog] = field(default_factory=dict)
+    # why the server refused an output as the next draft (app.pathology), and finals that
+    # were translated again from scratch: "copy" -> count
+    drafts_dropped: Counter[str] = field(default_factory=Counter)
+    finals_retried: Counter[str] = field(default_factory=Counter)
 
     def seg(self, n: int) -> SegmentLog:
         return self.segments.setdefault(n, SegmentLog())
@@ -74,7 +79,14 @@ class RunStats:
             "ne_display": round(normalized_erasure(streams, unit=unit), 3) if streams else None,
             "a_over_o": round(accepted / output, 3) if output else None,
             "errors": len(self.errors),
+            "drafts_dropped": _reasons(self.drafts_dropped),
+            "finals_retried": _reasons(self.finals_retried),
         }
+
+
+def _reasons(counts: Counter[str]) -> str:
+    """``copy 2, loop 1`` (or ``0``): compact for the one-row-per-statistic table."""
+    return ", ".join(f"{k} {v}" for k, v in counts.most_common()) or "0"
 
 
 def _round(value: float | None) -> float | None:
@@ -161,6 +173,11 @@ async def _receiver(ws, stats: RunStats, view: CaptionView) -> None:
             seg = stats.seg(msg["segment"])
             seg.displays.append(msg["display_text"])
             view.caption(msg)
+            verdict = msg.get("stats", {})
+            if verdict.get("draft_dropped") and not msg["final"]:
+                stats.drafts_dropped[verdict["draft_dropped"]] += 1
+            if verdict.get("retried"):
+                stats.finals_retried[verdict["retried"]] += 1
             if msg["final"]:
                 seg.final_caption_at = time.perf_counter()
                 seg.final_text = msg["text"]

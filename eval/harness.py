@@ -141,7 +141,9 @@ class ServerRunner:
                     "messages": [{"role": "user", "content": update.source}],
                     "session_id": sid, "is_final": update.is_final,
                     "beta": method.beta or 0.0, "mask_k": method.draft_mask_k or self.mask_k,
-                    "mask_mode": "draft" if method.draft_mask_k else "display"}
+                    "mask_mode": "draft" if method.draft_mask_k else "display", "seq": i,
+                    "final_beta": method.final_beta, "draft_guard": method.draft_guard,
+                    "final_retry": method.final_retry}
             if method.is_ar:
                 body["drafters"] = []
             elif not method.drafters:

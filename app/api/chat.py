@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Header, Request
 from sse_starlette.sse import EventSourceResponse
 
+from app.api.affinity import check_session_affinity
 from app.api.errors import APIError, error_body, internal_error
 from app.api.schemas import (
     AssistantMessage,
@@ -113,6 +114,9 @@ def livetrans_info(outcome: TranslationOutcome) -> LivetransInfo:
         decode_ms=round(r.decode_ms, 2),
         is_final=outcome.is_final,
         queue_ms=round(outcome.queue_ms, 2),
+        pathology=outcome.pathology,
+        draft_dropped=outcome.draft_dropped,
+        retried=outcome.retried,
     )
 
 
@@ -176,6 +180,9 @@ def _prepare(
         mask_k=body.mask_k,
         mask_mode=body.mask_mode,
         bias_scope=body.bias_scope,
+        final_beta=body.final_beta,
+        draft_guard=body.draft_guard,
+        final_retry=body.final_retry,
         drafters=list(body.drafters) if body.drafters is not None else None,
         max_tokens=max_tokens,
         temperature=body.temperature or 0.0,
@@ -256,6 +263,7 @@ async def _run(
         raise
     outcome.queue_ms = max(0.0, (time.perf_counter() - t0) * 1000 - outcome.result.decode_ms)
     state.metrics.observe_generation(outcome.result, route="chat")
+    state.metrics.observe_verdict(outcome)
     return outcome
 
 
@@ -274,6 +282,7 @@ async def chat_completions(
     state.require_ready()
     owner = getattr(request.state, "owner", None)
     prep = _prepare(body, state, x_session_id, owner)
+    check_session_affinity(request.headers, prep.session_id)
     await _acquire_session(prep, owner)
     completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
     created = int(time.time())

@@ -267,7 +267,8 @@ class LiveConnection:
         options = TranslateOptions(
             source_lang=source, target_lang=target, beta=start.beta, mask_k=start.mask_k,
             drafters=start.drafters, max_tokens=settings.max_new_tokens,
-            bias_scope=start.bias_scope,
+            bias_scope=start.bias_scope, final_beta=start.final_beta,
+            draft_guard=start.draft_guard, final_retry=start.final_retry,
         )
         try:
             self.session = self.state.sessions.acquire(None, self.owner)
@@ -412,6 +413,7 @@ class LiveConnection:
         if update.final:
             self.state.metrics.caption_seconds.observe(now - update.received)
         self.state.metrics.observe_generation(r, route="live")
+        self.state.metrics.observe_verdict(outcome)
         await self.send({
             "type": "caption", "segment": update.segment, "revision": revision,
             "source": update.text, "text": outcome.text, "display_text": outcome.display_text,
@@ -423,6 +425,8 @@ class LiveConnection:
                 "forward_passes": r.forward_passes,
                 "decode_ms": round(r.decode_ms, 2), "queue_wait_ms": round(queue_ms, 2),
                 "coalesced": self.queue.coalesced, "superseded": self.superseded,
+                "pathology": outcome.pathology, "draft_dropped": outcome.draft_dropped,
+                "retried": outcome.retried,
             },
         })
 

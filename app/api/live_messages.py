@@ -34,6 +34,10 @@ class StartMessage(BaseModel):
     drafters: list[Literal["previous", "ngram", "dictionary", "trigram"]] | None = Field(
         None, max_length=len(DRAFTER_NAMES))
     bias_scope: Literal["all", "agreed"] = "all"
+    # final policy, as in the chat request (README "Faithful finals")
+    final_beta: float | None = Field(0.0, ge=0.0, lt=1.0, allow_inf_nan=False)
+    draft_guard: bool = True
+    final_retry: bool = True
 
 
 class TextMessage(BaseModel):

@@ -127,6 +127,12 @@ class ChatCompletionRequest(BaseModel):
     mask_k: int = Field(3, ge=0, le=64)
     mask_mode: Literal["display", "draft"] = "display"
     bias_scope: Literal["all", "agreed"] = "all"
+    # Final policy (README "Faithful finals"): beta of a final update (null: the partials'
+    # beta, the SSBD paper's setting), pathological outputs refused as drafts, and one
+    # retry from scratch of a pathological final.
+    final_beta: float | None = Field(0.0, ge=0.0, lt=1.0)
+    draft_guard: bool = True
+    final_retry: bool = True
     drafters: list[Literal[DRAFTER_NAMES]] | None = Field(None, max_length=len(DRAFTER_NAMES))
 
     @field_validator("stop")
@@ -198,6 +204,12 @@ class LivetransInfo(BaseModel):
     decode_ms: float
     is_final: bool = True
     queue_ms: float = 0.0
+    # app.pathology: what is wrong with this output ("copy", "wrong_script",
+    # "prompt_example", "loop"), why it is no draft for the next update, and whether a
+    # final was translated again from scratch (with the first attempt's pathology)
+    pathology: str | None = None
+    draft_dropped: str | None = None
+    retried: str | None = None
 
 
 class AssistantMessage(BaseModel):

@@ -87,3 +87,35 @@ def test_a_final_waits_for_a_busy_session_instead_of_409(live_server) -> None:
             return [(r.status_code, r.json()["livetrans"]["is_final"]) for r in results]
 
     assert asyncio.run(main()) == [(200, False), (200, True)]
+
+
+FAITHFUL_STREAMS = [
+    # the issue's case: "So here we" was answered with the prompt's third example, which
+    # beta 0.2 then kept up to the final caption
+    ("zh", "So here we show an example where multi-step reasoning is helpful."),
+    # early fragments copied the English; with the SSBD paper's final policy the final
+    # caption was the English sentence
+    ("ja", "There are however some differences between lexical borrowing and code-switching."),
+]
+
+
+def test_a_stream_that_starts_as_no_translation_ends_in_a_translation(live_server) -> None:
+    """Copy or prompt example early on: refused as a draft, and the final is a translation."""
+    from app.pathology import diagnose
+    from app.prompts import FewShotFormat
+
+    for lang, sentence in FAITHFUL_STREAMS:
+        words = sentence.split()
+        cuts = list(range(3, len(words), 3)) + [len(words)]
+        sid = f"faithful-{lang}"
+        for n in cuts:
+            final = n == len(words)
+            body = _post(live_server, " ".join(words[:n]), session_id=sid, target_lang=lang,
+                         is_final=final).json()
+            info = body["livetrans"]
+            if info["pathology"] and not final:
+                assert info["draft_dropped"] == info["pathology"]
+        text = body["choices"][0]["message"]["content"]
+        examples = FewShotFormat().examples("en", lang)
+        assert info["pathology"] is None, (lang, text, info)
+        assert diagnose(text, sentence, lang, examples=examples) is None, (lang, text)
