@@ -23,21 +23,20 @@ class UsageError(Exception):
 
 def require_file(path: Path | str | None, what: str) -> Path:
     """``path`` as a ``Path`` if it names an existing file, else ``UsageError``."""
-    if path is None:
-        raise UsageError(f"{what} is required")
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise UsageError(f"{what}: no such file: {p}")
-    return p
+    return _require(path, what, Path.is_file, "file")
 
 
 def require_dir(path: Path | str | None, what: str) -> Path:
     """``path`` as a ``Path`` if it names an existing folder, else ``UsageError``."""
+    return _require(path, what, Path.is_dir, "folder")
+
+
+def _require(path: Path | str | None, what: str, exists, kind: str) -> Path:  # noqa: ANN001
     if path is None:
         raise UsageError(f"{what} is required")
     p = Path(path).expanduser()
-    if not p.is_dir():
-        raise UsageError(f"{what}: no such folder: {p}")
+    if not exists(p):
+        raise UsageError(f"{what}: no such {kind}: {p}")
     return p
 
 

@@ -48,6 +48,19 @@ class Method:
         return self.beta is None
 
 
+# method flags -> the Method fields they set (see the module docstring)
+_FLAGS: dict[str, dict] = {
+    "stopdraft": {"stop_draft": True, "unbiased_tail": False},
+    "biastail": {"unbiased_tail": False},
+    "drafters": {"drafters": True},
+    "agreed": {"bias_scope": "agreed"},
+    "biasedfinal": {"final_beta": None},
+    "noguard": {"draft_guard": False},
+    "noretry": {"final_retry": False},
+    "retry": {"final_retry": True},
+}
+
+
 def parse_method(item: str) -> Method:
     item = item.strip()
     base, *flags = item.split("+")
@@ -58,26 +71,12 @@ def parse_method(item: str) -> Method:
     else:
         raise ValueError(f"unknown method {item!r} (ar, ssbd-b0.2, ssbd-b0.2+drafters, ...)")
     for flag in flags:
-        if flag == "stopdraft":
-            m = replace(m, stop_draft=True, unbiased_tail=False)
-        elif flag == "biastail":
-            m = replace(m, unbiased_tail=False)
+        if flag in _FLAGS:
+            m = replace(m, **_FLAGS[flag])
         elif flag.startswith("draftmask"):
             m = replace(m, draft_mask_k=int(flag[len("draftmask"):]))
-        elif flag == "drafters":
-            m = replace(m, drafters=True)
-        elif flag == "agreed":
-            m = replace(m, bias_scope="agreed")
-        elif flag == "biasedfinal":
-            m = replace(m, final_beta=None)
         elif flag.startswith("finalb"):
             m = replace(m, final_beta=float(flag[len("finalb"):]))
-        elif flag == "noguard":
-            m = replace(m, draft_guard=False)
-        elif flag == "noretry":
-            m = replace(m, final_retry=False)
-        elif flag == "retry":
-            m = replace(m, final_retry=True)
         else:
             raise ValueError(f"unknown method flag {flag!r}")
     return m
