@@ -33,14 +33,16 @@ def main(argv: list[str] | None = None) -> int:
     client = OpenAI(base_url=args.base_url, api_key=args.api_key,
                     default_headers={"X-Session-ID": session_id})
     lines = args.file.read_text(encoding="utf-8").splitlines()[: args.limit]
+    seq = 0  # the session's update counter: an ASR retraction is a newer update, not stale
     for line in lines:
         utterance = json.loads(line)
         for event in utterance["events"]:
+            seq += 1
             final = event["type"] == "final"
             response = client.chat.completions.create(
                 model="default",
                 messages=[{"role": "user", "content": event["text"]}],
-                extra_body={"target_lang": args.target_lang, "is_final": final},
+                extra_body={"target_lang": args.target_lang, "is_final": final, "seq": seq},
             )
             info = response.model_extra["livetrans"]
             marker = "FINAL" if final else f"r{info['revision']:<4}"
