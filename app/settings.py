@@ -67,6 +67,15 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         1_048_576, ge=1024, description="largest HTTP request body accepted (bytes)")
     max_new_tokens: int = Field(512, ge=1, description="cap on max_tokens per request")
+    live_max_frame_chars: int = Field(
+        64_000, ge=1, description="longest WebSocket text frame; longer gets a too_large frame")
+    live_max_connections: int = Field(256, ge=1, description="open live sockets per replica")
+    live_max_connections_per_key: int = Field(
+        64, ge=1, description="open live sockets per API key (when keys are set)")
+    live_max_pending_finals: int = Field(
+        256, ge=1, description="finals queued per live connection before backpressure")
+    live_backpressure_s: float = Field(
+        30.0, gt=0, description="seconds a live reader waits for room before too_many_pending")
     max_sessions: int = Field(1000, ge=1, description="sessions kept (least recently used go)")
     session_ttl_s: float = Field(1800.0, gt=0, description="idle seconds before a session expires")
     queue_size: int = Field(64, ge=1, description="engine jobs waiting before 429")

@@ -5,9 +5,9 @@ store) for its whole life, and a client that sends finals faster than the model 
 them grows its queue without end. These limits keep one tenant from exhausting a replica;
 each refusal is a frame or close code the client can act on (README, "Live captions").
 
-The values come from ``Settings`` fields of the same names when they exist there
-(``live_max_connections``...), so they can become flags without touching this module;
-until then the defaults below apply, and tests may set ``LiveLimits`` on the app state.
+The values come from the ``Settings`` fields ``live_<name>`` (flags ``--live-<name>``);
+the defaults below apply to settings objects without them, and tests may set
+``LiveLimits`` on the app state.
 """
 
 from __future__ import annotations
