@@ -322,6 +322,7 @@ def policy_frontier(rows: list[dict], dataset: str, lang: str, out_dir: Path,
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[0].set_ylim(bottom=0)
+    axes[1].set_ylabel("chrF of finals (axis not from 0)")
     fig.suptitle(f"{dataset} en→{lang}: final policies (n = {n} streams per method)")
     fig.tight_layout()
     path = out_dir / f"policy_{dataset}_{lang}.png"
