@@ -61,17 +61,24 @@ def _lower_words(text: str) -> list[str]:
 def copies_source(output: str, source: str, min_words: int = 2,
                   threshold: float = 0.75) -> bool:
     """The output repeats the source's words: at least ``threshold`` of its lower-case words
-    (at least ``min_words`` of them) occur in the source.
+    (at least ``min_words`` of them) occur in the source, and those copied words make up
+    at least half of the output's letters.
 
     Lower-case words only: names, acronyms and numbers pass through any translation, while
-    a translation into another language shares few function words with its source.
+    a translation into another language shares few function words with its source. The
+    share of letters keeps a Chinese sentence that quotes a few English terms ("如podcast,
+    app, and online crowdfunding，这些都是...") from counting as a copy; a CJK character
+    weighs as two letters (it carries about a word's worth of a Latin text's letters).
     """
     words = _lower_words(output)
     if len(words) < min_words:
         return False
     source_words = {w.lower() for w in _WORD.findall(source)}
-    shared = sum(1 for w in words if w in source_words)
-    return shared >= threshold * len(words)
+    copied = [w for w in words if w in source_words]
+    if len(copied) < threshold * len(words):
+        return False
+    letters = sum(2 if script_of(ch) in _WIDE_SCRIPTS else 1 for ch in output if ch.isalpha())
+    return sum(len(w) for w in copied) >= 0.5 * letters
 
 
 # Unicode script of a letter, by block; enough to tell the scripts our targets use apart.
@@ -94,6 +101,7 @@ TARGET_SCRIPTS: dict[str, frozenset[str]] = {
     "uk": frozenset({"cyrillic"}),
 }
 _DEFAULT_SCRIPTS = frozenset({"latin"})
+_WIDE_SCRIPTS = frozenset({"han", "kana", "hangul"})
 
 
 def script_of(ch: str) -> str | None:

@@ -29,6 +29,12 @@ def test_translations_with_names_and_numbers_are_no_copy() -> None:
     assert not copies_source("Auf der linken Seite sehen wir die Eingabe", "On the left we "
                              "see the input")
     assert not copies_source("Internet", "Internet")  # one word decides nothing
+    # seen as a false alarm in ACL 60/60: a Chinese sentence quoting the English terms
+    src = ("And here you have a few examples, words such as podcast, app, and online "
+           "crowdfunding, all these are English words")
+    assert not copies_source("和我们今天听的几个例句，如podcast, app, and online crowdfunding，"
+                             "这些都是英语的单词，我们经常用在西班牙语中。", src)
+    assert copies_source("Here you have a few examples, words such as podcast", src)
     assert diagnose("Barack Obama traf Angela Merkel 2015 in Berlin.", src, "de") is None
 
 
