@@ -56,6 +56,7 @@ _FLAGS: dict[str, dict] = {
     "agreed": {"bias_scope": "agreed"},
     "biasedfinal": {"final_beta": None},
     "noguard": {"draft_guard": False},
+    "guard": {"draft_guard": True},
     "noretry": {"final_retry": False},
     "retry": {"final_retry": True},
 }

@@ -36,7 +36,7 @@ class StartMessage(BaseModel):
     bias_scope: Literal["all", "agreed"] = "all"
     # final policy, as in the chat request (README "Faithful finals")
     final_beta: float | None = Field(0.0, ge=0.0, lt=1.0, allow_inf_nan=False)
-    draft_guard: bool = True
+    draft_guard: bool = False
     final_retry: bool = True
 
 

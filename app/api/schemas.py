@@ -131,7 +131,7 @@ class ChatCompletionRequest(BaseModel):
     # beta, the SSBD paper's setting), pathological outputs refused as drafts, and one
     # retry from scratch of a pathological final.
     final_beta: float | None = Field(0.0, ge=0.0, lt=1.0)
-    draft_guard: bool = True
+    draft_guard: bool = False
     final_retry: bool = True
     drafters: list[Literal[DRAFTER_NAMES]] | None = Field(None, max_length=len(DRAFTER_NAMES))
 

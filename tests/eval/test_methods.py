@@ -19,6 +19,7 @@ def test_policy_flags() -> None:
     old = parse_method("ssbd-b0.2+biasedfinal+noguard+noretry")
     assert (old.final_beta, old.draft_guard, old.final_retry) == (None, False, False)
     assert parse_method("ssbd-b0.2+finalb0.1").final_beta == 0.1
+    assert parse_method("ssbd-b0.2+guard").draft_guard
     assert not parse_method("ar").final_retry and parse_method("ar+retry").final_retry
     assert parse_method("ssbd-b0.2+draftmask3").draft_mask_k == 3
     with pytest.raises(ValueError):

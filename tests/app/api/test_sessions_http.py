@@ -107,15 +107,16 @@ def test_a_stream_that_starts_as_no_translation_ends_in_a_translation(live_serve
     for lang, sentence in FAITHFUL_STREAMS:
         words = sentence.split()
         cuts = list(range(3, len(words), 3)) + [len(words)]
-        sid = f"faithful-{lang}"
-        for n in cuts:
-            final = n == len(words)
-            body = _post(live_server, " ".join(words[:n]), session_id=sid, target_lang=lang,
-                         is_final=final).json()
-            info = body["livetrans"]
-            if info["pathology"] and not final:
-                assert info["draft_dropped"] == info["pathology"]
-        text = body["choices"][0]["message"]["content"]
-        examples = FewShotFormat().examples("en", lang)
-        assert info["pathology"] is None, (lang, text, info)
-        assert diagnose(text, sentence, lang, examples=examples) is None, (lang, text)
+        for guard in (False, True):  # the default, and with pathological drafts refused
+            sid = f"faithful-{lang}-{guard}"
+            for n in cuts:
+                final = n == len(words)
+                body = _post(live_server, " ".join(words[:n]), session_id=sid,
+                             target_lang=lang, is_final=final, draft_guard=guard).json()
+                info = body["livetrans"]
+                if info["pathology"] and not final:
+                    assert info["draft_dropped"] == (info["pathology"] if guard else None)
+            text = body["choices"][0]["message"]["content"]
+            examples = FewShotFormat().examples("en", lang)
+            assert info["pathology"] is None, (lang, guard, text, info)
+            assert diagnose(text, sentence, lang, examples=examples) is None, (lang, text)
