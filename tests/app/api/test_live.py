@@ -173,16 +173,22 @@ def test_partial_for_a_finished_segment_is_an_error(live_server) -> None:
     assert sum(1 for m in msgs if m.get("final")) == 1
 
 
-def test_a_final_is_not_held_up_by_its_connections_queued_partial(live_server) -> None:
-    """With the engine busy, a partial waits in the queue; the final that follows replaces it
-    at once (the partial never costs a forward pass) and is captioned as soon as the engine
-    is free."""
+def _engine_blocker(live_server):  # noqa: ANN202 - (Event, Thread)
+    """A thread that, once started, holds the engine until the returned event is set."""
     import threading
 
     worker = live_server.app.state.livetrans.worker
     gate = threading.Event()
-    blocker = threading.Thread(target=lambda: asyncio.run(worker.submit(
+    return gate, threading.Thread(target=lambda: asyncio.run(worker.submit(
         lambda _engine: gate.wait(30))), daemon=True)
+
+
+def test_a_final_is_not_held_up_by_its_connections_queued_partial(live_server) -> None:
+    """With the engine busy, a partial waits in the queue; the final that follows replaces it
+    at once (the partial never costs a forward pass) and is captioned as soon as the engine
+    is free."""
+
+    gate, blocker = _engine_blocker(live_server)
 
     async def main() -> list[dict]:
         async with websockets.connect(_ws_url(live_server)) as ws:
@@ -371,13 +377,9 @@ def test_pending_finals_are_bounded_with_backpressure_then_refusal(live_server,
                                                                     monkeypatch) -> None:
     """With the engine blocked, the reader stops reading at the bound; after
     ``backpressure_s`` a final beyond it is refused by name, and the others are captioned."""
-    import threading
 
     _set_limits(live_server, monkeypatch, max_pending_finals=2, backpressure_s=0.3)
-    worker = live_server.app.state.livetrans.worker
-    gate = threading.Event()
-    blocker = threading.Thread(target=lambda: asyncio.run(worker.submit(
-        lambda _engine: gate.wait(30))), daemon=True)
+    gate, blocker = _engine_blocker(live_server)
 
     async def main() -> list[dict]:
         async with websockets.connect(_ws_url(live_server)) as ws:
