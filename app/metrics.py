@@ -46,12 +46,9 @@ class Metrics:
         self.tokens.labels(route).inc(len(result.tokens))
         self.forward_passes.inc(result.forward_passes)
         self.decode_seconds.labels(route).observe(result.decode_ms / 1000)
-        if result.ssbd_draft_tokens:
-            self.drafted.labels("previous").inc(result.ssbd_draft_tokens)
-            self.accepted.labels("previous").inc(result.ssbd_accepted_tokens)
-        for name, (proposed, ok) in result.by_drafter.items():
-            self.drafted.labels(name or "unknown").inc(proposed)
-            self.accepted.labels(name or "unknown").inc(ok)
+        for name, proposed in result.drafts.proposed.items():
+            self.drafted.labels(name).inc(proposed)
+            self.accepted.labels(name).inc(result.drafts.accepted.get(name, 0))
 
     def observe_verdict(self, outcome) -> None:  # noqa: ANN001 - translator.TranslationOutcome
         """Count what ``app.pathology`` found in one translated update."""

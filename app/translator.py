@@ -216,8 +216,7 @@ def translate_update(
         if verdict is None:
             result.decode_ms += first.decode_ms
             result.forward_passes += first.forward_passes
-            result.draft_tokens += first.draft_tokens
-            result.ssbd_draft_tokens += first.ssbd_draft_tokens
+            result.drafts.merge(first.drafts)
         else:
             result.decode_ms += retry_ms
             result.forward_passes += again.forward_passes

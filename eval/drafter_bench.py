@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                 if reference_tokens is None:
                     reference_tokens = result.tokens
                 t["same"] += int(result.tokens == reference_tokens)
-                for d, (proposed, ok) in result.by_drafter.items():
+                for d, (proposed, ok) in result.drafts.drafters().items():
                     acc = t["drafters"].setdefault(d, [0, 0])
                     acc[0] += proposed
                     acc[1] += ok

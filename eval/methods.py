@@ -120,7 +120,7 @@ def run_stream(engine: Engine, fmt: PromptFormat, method: Method, stream: Stream
             "token_ids": list(result.tokens), "tokens": len(result.tokens),
             "drafted": result.draft_tokens, "accepted": result.accepted_tokens,
             "ssbd_drafted": result.ssbd_draft_tokens, "ssbd_accepted": result.ssbd_accepted_tokens,
-            "by_drafter": result.by_drafter, "forward_passes": result.forward_passes,
+            "by_drafter": result.drafts.drafters(), "forward_passes": result.forward_passes,
             "decode_ms": round(result.decode_ms, 3), "prompt_ms": round(result.prompt_ms, 3),
             "finish": result.finish_reason, "pathology": out.pathology,
             "retried": out.retried, "retry_ms": round(out.retry_ms, 3),

@@ -23,6 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
+from app.engine.draft_stats import SSBD, DraftStats
 from app.engine.runtime import LlamaRuntime
 from app.engine.text_stream import TextStream
 from app.engine.verify import SelectionStats, biased_greedy, greedy, sampled
@@ -66,16 +67,29 @@ class GenerationResult:
     finish_reason: str  # "stop" | "length" | "cancelled"
     prompt_tokens: int
     prompt_tokens_cached: int
-    draft_tokens: int = 0  # proposed to the verifier (SSBD draft + drafter proposals)
-    accepted_tokens: int = 0
-    ssbd_draft_tokens: int = 0
-    ssbd_accepted_tokens: int = 0
+    drafts: DraftStats = field(default_factory=DraftStats)  # proposed/accepted by source
     forward_passes: int = 0
     decode_ms: float = 0.0
     prompt_ms: float = 0.0  # the first forward pass (prompt suffix + draft)
-    by_drafter: dict[str, list[int]] = field(default_factory=dict)  # name -> [proposed, accepted]
     lse_computed: int = 0
     looped: bool = False  # ended by the loop detector
+
+    # Read-only views of ``drafts`` under the names the API has always used.
+    @property
+    def draft_tokens(self) -> int:
+        return self.drafts.total_proposed
+
+    @property
+    def accepted_tokens(self) -> int:
+        return self.drafts.total_accepted
+
+    @property
+    def ssbd_draft_tokens(self) -> int:
+        return self.drafts.ssbd_proposed
+
+    @property
+    def ssbd_accepted_tokens(self) -> int:
+        return self.drafts.ssbd_accepted
 
     @property
     def new_tokens(self) -> int:
@@ -190,7 +204,6 @@ class Engine:
         first, reuse = self.evaluate_prompt(prompt, draft)
         result.prompt_tokens_cached = reuse
         result.prompt_ms = (time.perf_counter() - t_start) * 1000
-        result.ssbd_draft_tokens = len(draft)
         done = max_tokens == 0
         next_token: int | None = None
         accepted = 0
@@ -211,7 +224,7 @@ class Engine:
                 # Whole draft accepted: the token after it is the model's own, unbiased; the
                 # draft's end is no evidence that the translation ends there.
                 next_token = choose(self.row(first + len(draft)), None, 0.0)
-        result.ssbd_accepted_tokens = accepted
+        result.drafts.add(SSBD, len(draft), accepted)
         self.truncate(len(prompt) + accepted)
 
         # 2. Decode on, verifying drafter proposals for the new tokens.
@@ -256,9 +269,7 @@ class Engine:
                 if not done:
                     next_token = choose(self.row(len(proposal)), None, 0.0)
             if proposal:
-                counts = result.by_drafter.setdefault(source, [0, 0])
-                counts[0] += len(proposal)
-                counts[1] += n_acc
+                result.drafts.add(source, len(proposal), n_acc)
                 record = getattr(req.drafters, "record", None)
                 if record is not None:
                     record(len(proposal), n_acc)
@@ -270,10 +281,6 @@ class Engine:
             req.on_text(tail)
         result.text = stream.text
         result.forward_passes = self.forward_passes - passes_before
-        drafted = sum(v[0] for v in result.by_drafter.values())
-        drafted_ok = sum(v[1] for v in result.by_drafter.values())
-        result.draft_tokens = result.ssbd_draft_tokens + drafted
-        result.accepted_tokens = result.ssbd_accepted_tokens + drafted_ok
         result.lse_computed = stats.lse_computed
         result.decode_ms = (time.perf_counter() - t_start) * 1000
         self.finish_reasons[result.finish_reason] += 1
