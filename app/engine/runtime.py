@@ -39,6 +39,8 @@ class RuntimeConfig:
     n_gpu_layers: int = 0
     n_ubatch: int = 512
     verbose: bool = False
+    # Sequences (llama.cpp's slots) sharing one unified KV cache; each may grow to n_ctx.
+    n_seq: int = 1
 
 
 # ggml_log_level: 1 debug, 2 info, 3 warn, 4 error, 5 continuation of the previous line.
@@ -63,7 +65,12 @@ def silence_llama_logs(ll, verbose: bool = False) -> None:  # noqa: ANN001 - the
 
 
 class LlamaRuntime:
-    """One model, one context, one sequence (seq 0), one reusable batch."""
+    """One model, one context with ``n_seq`` sequences in a unified KV cache, one batch.
+
+    The cache holds ``n_ctx * n_seq`` cells, so every sequence can reach the full context
+    length at once; with a unified cache a prefix copied from one sequence to another
+    (``seq_copy``) shares cells instead of duplicating them.
+    """
 
     def __init__(self, config: RuntimeConfig) -> None:
         self.config = config
@@ -83,12 +90,14 @@ class LlamaRuntime:
 
         threads = config.n_threads or max(1, os.cpu_count() or 1)
         cparams = ll.llama_context_default_params()
-        cparams.n_ctx = config.n_ctx
-        # The whole prompt suffix plus a draft must go in ONE llama_decode: the logical batch
-        # is the full context, llama.cpp splits it into physical ubatches itself.
+        self.n_seq = max(1, config.n_seq)
+        cparams.n_ctx = config.n_ctx * self.n_seq
+        # A step may carry a whole prompt suffix plus a draft in ONE llama_decode: the logical
+        # batch is one full context, llama.cpp splits it into physical ubatches itself.
         cparams.n_batch = config.n_ctx
         cparams.n_ubatch = min(config.n_ubatch, config.n_ctx)
-        cparams.n_seq_max = 1
+        cparams.n_seq_max = self.n_seq
+        cparams.kv_unified = True
         # Verification reads logits at many positions of one sequence; this llama.cpp's
         # default allows one output per sequence and then returns rows for the wrong tokens.
         cparams.n_outputs_max = config.n_ctx
@@ -102,9 +111,10 @@ class LlamaRuntime:
         self.ctx = ll.llama_init_from_model(self.model, cparams)
         if not self.ctx:
             raise RuntimeError("llama.cpp could not create a context")
-        self.n_ctx = int(ll.llama_n_ctx(self.ctx))
+        # The per-sequence limit: positions a single sequence may reach.
+        self.n_ctx = int(ll.llama_n_ctx(self.ctx)) // self.n_seq
         self.memory = ll.llama_get_memory(self.ctx)
-        self._batch_capacity = self.n_ctx
+        self._batch_capacity = config.n_ctx
         self._batch = ll.llama_batch_init(self._batch_capacity, 0, 1)
         self._closed = False
 
@@ -145,27 +155,39 @@ class LlamaRuntime:
         return int(self.ll.llama_vocab_eos(self.vocab))
 
     # -- forward pass and KV cache ---------------------------------------------------------
-    def decode(self, tokens: list[int], start_pos: int, logits_at: list[int]) -> None:
-        """Run ONE ``llama_decode`` over ``tokens`` at positions ``start_pos...``.
+    def decode(self, tokens: list[int], start_pos: int, logits_at: list[int],
+               seq: int = 0) -> None:
+        """Run ONE ``llama_decode`` over ``tokens`` of sequence ``seq`` at ``start_pos...``.
 
         ``logits_at`` lists batch indices whose logits are wanted; read them afterwards with
         ``logits_row(index)`` before the next decode overwrites them.
         """
-        n = len(tokens)
+        if start_pos + len(tokens) > self.n_ctx:
+            raise DecodeError(
+                f"context full: {start_pos + len(tokens)} tokens needed, "
+                f"context holds {self.n_ctx}")
+        want = set(logits_at)
+        self.decode_rows([(tok, start_pos + i, seq, i in want)
+                          for i, tok in enumerate(tokens)])
+
+    def decode_rows(self, rows: list[tuple[int, int, int, bool]]) -> None:
+        """ONE ``llama_decode`` over rows of (token, position, sequence, wants logits).
+
+        Rows of several sequences share the forward pass; the logits of row ``i`` (when
+        wanted) are read with ``logits_row(i)`` until the next decode.
+        """
+        n = len(rows)
         if n == 0:
             raise ValueError("empty batch")
-        if n > self._batch_capacity or start_pos + n > self.n_ctx:
-            raise DecodeError(
-                f"context full: {start_pos + n} tokens needed, context holds {self.n_ctx}"
-            )
+        if n > self._batch_capacity:
+            raise DecodeError(f"batch of {n} rows; at most {self._batch_capacity} fit")
         batch = self._batch
-        want = set(logits_at)
-        for i, tok in enumerate(tokens):
+        for i, (tok, pos, seq, logits) in enumerate(rows):
             batch.token[i] = tok
-            batch.pos[i] = start_pos + i
+            batch.pos[i] = pos
             batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = i in want
+            batch.seq_id[i][0] = seq
+            batch.logits[i] = logits
         batch.n_tokens = n
         rc = self.ll.llama_decode(self.ctx, batch)
         if rc != 0:
@@ -178,10 +200,19 @@ class LlamaRuntime:
             raise DecodeError(f"no logits at batch index {index}")
         return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
 
-    def truncate(self, pos: int) -> None:
-        """Drop every KV entry of seq 0 at position >= ``pos``."""
-        if not self.ll.llama_memory_seq_rm(self.memory, 0, pos, -1):
+    def truncate(self, pos: int, seq: int = 0) -> None:
+        """Drop every KV entry of sequence ``seq`` at position >= ``pos``."""
+        if not self.ll.llama_memory_seq_rm(self.memory, seq, pos, -1):
             raise DecodeError(f"could not truncate the KV cache at {pos}")
+
+    def seq_copy(self, src: int, dst: int, n: int) -> None:
+        """Make positions ``[0, n)`` of ``src`` part of ``dst`` too (shared cells, no compute).
+
+        ``dst`` is emptied first: a prefix copy replaces whatever it held.
+        """
+        self.truncate(0, dst)
+        if n > 0:
+            self.ll.llama_memory_seq_cp(self.memory, src, dst, 0, n)
 
     def clear(self) -> None:
         self.ll.llama_memory_clear(self.memory, True)

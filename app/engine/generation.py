@@ -1,0 +1,87 @@
+"""What a generation is asked to do and what it returns: the engine's data types.
+
+Separate from the engine and the per-sequence state machine so that both, and every caller,
+import them from one place.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from app.engine.draft_stats import DraftStats
+from drafters.base import DraftContext
+
+
+class ContextOverflowError(ValueError):
+    """The prompt does not fit into the context window."""
+
+
+class ProposalSource(Protocol):
+    """What the engine needs from a drafter chain (see ``drafters.chain``)."""
+
+    def propose_from(self, ctx: DraftContext, k: int):  # -> object with .tokens, .source
+        ...
+
+
+@dataclass
+class GenerationRequest:
+    prompt_tokens: list[int]
+    max_tokens: int = 256
+    stop_strings: tuple[str, ...] = ()
+    draft: Sequence[int] = ()  # SSBD draft: the previous translation's tokens
+    beta: float = 0.0
+    bias_limit: int | None = None  # draft positions >= this are verified without bias
+    temperature: float = 0.0
+    seed: int | None = None
+    drafters: ProposalSource | None = None  # proposals for tokens past the draft
+    draft_budget: int = 6
+    previous: Sequence[int] = ()  # the session's previous output, for the "previous" drafter
+    stop_on_loop: bool = False  # end when the output repeats one span three times in a row
+    cancel: threading.Event | None = None
+    on_text: Callable[[str], None] | None = None
+
+
+@dataclass
+class GenerationResult:
+    tokens: list[int]
+    text: str
+    finish_reason: str  # "stop" | "length" | "cancelled"
+    prompt_tokens: int
+    prompt_tokens_cached: int
+    drafts: DraftStats = field(default_factory=DraftStats)  # proposed/accepted by source
+    forward_passes: int = 0
+    decode_ms: float = 0.0
+    prompt_ms: float = 0.0  # until the pass that verified the SSBD draft
+    lse_computed: int = 0
+    looped: bool = False  # ended by the loop detector
+    queue_ms: float = 0.0  # waiting for a sequence (and after a preemption, again)
+    preemptions: int = 0  # times a higher-priority sequence took this one's place
+
+    # Read-only views of ``drafts`` under the names the API has always used.
+    @property
+    def draft_tokens(self) -> int:
+        return self.drafts.total_proposed
+
+    @property
+    def accepted_tokens(self) -> int:
+        return self.drafts.total_accepted
+
+    @property
+    def ssbd_draft_tokens(self) -> int:
+        return self.drafts.ssbd_proposed
+
+    @property
+    def ssbd_accepted_tokens(self) -> int:
+        return self.drafts.ssbd_accepted
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.tokens) - self.accepted_tokens
+
+    @property
+    def runaway(self) -> bool:
+        """Cut off rather than finished: hit the token cap or fell into a loop."""
+        return self.looped or self.finish_reason == "length"
