@@ -1,10 +1,13 @@
 """Re-translation sessions: the previous translation of the current segment is the draft.
 
-A session holds, per speaker stream, the current segment's latest source, the previous
-translation's token ids and text, a revision counter and acceptance statistics. The store
-is bounded: sessions idle longer than ``ttl_s`` expire and the least recently used one is
-evicted past ``max_sessions``. A lost session only costs speed: the next update starts with
-an empty draft and is still a correct translation.
+A session holds, per speaker stream, the current segment's draft (the previous translation's
+token ids and the prefix its two latest outputs agreed on), a revision counter and what
+orders updates. Its lifecycle is three methods: ``plan_draft`` (what the next update is
+verified against), ``commit`` (an applied update's output becomes the next draft; a final
+ends the segment) and ``start_segment``. The store is bounded: sessions idle longer than
+``ttl_s`` expire and the least recently used one is evicted past ``max_sessions``. A lost
+session only costs speed: the next update starts with an empty draft and is still a correct
+translation.
 
 Concurrency: each session has a busy flag. A second request for a session that is still
 translating gets ``SessionBusyError`` (HTTP 409): re-translation updates of one stream are
@@ -72,28 +75,39 @@ def agreed_prefix(older: list[int], newer: list[int]) -> int:
     return i
 
 
-@dataclass
-class SessionStats:
-    updates: int = 0
-    draft_tokens: int = 0
-    accepted_tokens: int = 0
-    output_tokens: int = 0
-    decode_ms: float = 0.0
+@dataclass(frozen=True)
+class DraftPlan:
+    """What the next update of a session is verified against.
+
+    ``tokens`` is the session's previous translation of the current segment (empty when
+    there is none: a new segment, another language pair, or an output refused as a draft);
+    ``agreed`` is how many of its leading tokens the two latest outputs agreed on (the
+    biased prefix under ``bias_scope="agreed"``).
+    """
+
+    tokens: list[int] = field(default_factory=list)
+    agreed: int = 0
 
 
 @dataclass
 class Session:
+    """One speaker stream: the draft lifecycle of its current segment, and update order.
+
+    Only the methods below change the draft (``plan_draft`` reads it, ``commit`` replaces
+    it, ``start_segment`` empties it), so the HTTP route, the WebSocket and the eval harness
+    run one lifecycle instead of each keeping its own copy of the fields.
+    """
+
     session_id: str
     owner: str | None = None  # API key (hashed) that created it; others cannot see it
-    source: str = ""
-    previous_tokens: list[int] = field(default_factory=list)
-    previous_text: str = ""
+    previous_tokens: list[int] = field(default_factory=list)  # the next update's draft
     previous_agreed: int = 0  # leading draft tokens the two latest outputs agreed on
     revision: int = 0  # revision of the current segment's latest translation
-    segment: int = 0  # segments finished so far
-    target_lang: str | None = None
+    # The client's name for the current segment (the WebSocket's ``segment``); None over
+    # HTTP, where only a final ends a segment.
+    segment_label: int | None = None
+    target_lang: str | None = None  # the language pair the draft was translated for
     source_lang: str | None = None
-    stats: SessionStats = field(default_factory=SessionStats)
     last_used: float = field(default_factory=time.monotonic)
     busy: bool = False
     # Order (``check_newer``): the newest applied source (partial or final; it survives the
@@ -132,30 +146,54 @@ class Session:
         if seq is not None:
             self.newest_seq = seq if self.newest_seq is None else max(self.newest_seq, seq)
 
-    def draft_for(self, target_lang: str, source_lang: str) -> list[int]:
-        """The previous translation, unless the language pair changed (then it is no draft)."""
+    # -- draft lifecycle -------------------------------------------------------------------
+    def plan_draft(self, target_lang: str, source_lang: str) -> DraftPlan:
+        """The draft the next update is verified against: the previous translation of the
+        segment, unless the language pair changed (a translation into another language is
+        no draft)."""
         if (target_lang, source_lang) != (self.target_lang, self.source_lang):
-            return []
-        return list(self.previous_tokens)
+            return DraftPlan()
+        return DraftPlan(list(self.previous_tokens), self.previous_agreed)
 
-    def record(
-        self, source: str, tokens: list[int], text: str, is_final: bool,
-        target_lang: str, source_lang: str,
+    def commit(
+        self, source: str, draft: list[int], is_final: bool, target_lang: str,
+        source_lang: str, seq: int | None = None,
     ) -> int:
-        """Store an update's translation; returns its revision. A final resets the draft."""
+        """Apply a translated update; returns its revision within the segment.
+
+        ``draft`` is what the translator made the output into for the next update (the
+        output's tokens, or empty when it was refused as a draft). A partial's draft becomes
+        the session's, with the prefix it shares with the draft it replaces as the agreed
+        part; a final ends the segment, and the next update starts with an empty draft.
+        Commit only what was applied: a cancelled update changes neither draft nor order.
+        """
         self.revision += 1
         revision = self.revision
         self.newest_source = source
+        self.applied(seq)
         self.target_lang, self.source_lang = target_lang, source_lang
         if is_final:
-            self.source, self.previous_tokens, self.previous_text = "", [], ""
-            self.previous_agreed = 0
-            self.segment += 1
-            self.revision = 0
+            self.start_segment()
         else:
-            self.previous_agreed = agreed_prefix(self.previous_tokens, tokens)
-            self.source, self.previous_tokens, self.previous_text = source, list(tokens), text
+            self.previous_agreed = agreed_prefix(self.previous_tokens, draft)
+            self.previous_tokens = list(draft)
         return revision
+
+    def start_segment(self, label: int | None = None) -> None:
+        """Start a new segment: an empty draft and revision 0.
+
+        The previous segment's translation is no draft for other source text, whether or not
+        a final closed that segment (a WebSocket client may move on without one).
+        """
+        self.previous_tokens, self.previous_agreed = [], 0
+        self.revision = 0
+        self.segment_label = label
+
+    def enter_segment(self, label: int) -> None:
+        """Make the client's segment ``label`` the current one; another label than the
+        current segment's starts a new segment (``start_segment``)."""
+        if label != self.segment_label:
+            self.start_segment(label)
 
 
 class SessionStore:

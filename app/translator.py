@@ -1,11 +1,11 @@
 """Translation requests -> engine jobs, shared by the HTTP endpoint and the WebSocket.
 
 This is where a request's options become a ``GenerationRequest``: the prompt format renders
-the source, the draft comes from the session (or from the client's ``prediction``), the
-drafter chain is assembled from the requested names, and after the job the session stores
-the new translation as the next update's draft. Display-only mask-k is computed here too:
-the viewer's text omits the last ``mask_k`` tokens of a non-final translation, while the
-draft keeps them.
+the source, the draft comes from the session's ``plan_draft`` (or from the client's
+``prediction``), the drafter chain is assembled from the requested names, and after the job
+``Session.commit`` makes the new translation the next update's draft. Display-only mask-k is
+computed here too: the viewer's text omits the last ``mask_k`` tokens of a non-final
+translation, while the draft keeps them.
 """
 
 from __future__ import annotations
@@ -18,10 +18,13 @@ from app.engine.engine import Engine, GenerationRequest, GenerationResult
 from app.engine.worker import PRIORITY_REQUEST, EngineWorker
 from app.pathology import diagnose
 from app.prompts import PromptFormat, TranslationPrompt, render_plain_chat, tokenize_prompt
-from app.sessions import Session, SessionStore
+from app.sessions import DraftPlan, Session, SessionStore
 from drafters.chain import DEFAULT_ORDER
 
 ChainFactory = Callable[[list[str], str], object | None]
+
+# A client's ``prediction`` has no history: under ``bias_scope="agreed"`` all of it is agreed.
+PREDICTION_AGREED = 1 << 30
 
 
 @dataclass
@@ -275,12 +278,16 @@ class Translator:
         bypass_limit: bool = False,
         session: Session | None = None,
         started: threading.Event | None = None,
+        queue_seq: int | None = None,
         seq: int | None = None,
     ) -> TranslationOutcome:
         """Translate one update. With a session, its previous translation is the draft.
 
         ``session`` may be passed by a caller that already holds it (the WebSocket, which
         owns its session for the connection's lifetime); otherwise it is acquired here.
+        ``queue_seq`` (``EngineWorker.next_seq``) keeps the engine-queue position of a job
+        this one supersedes; ``seq`` is the client's update counter, which the session
+        records as applied together with the translation (README "Order of updates").
         """
         final = (session_id is None and session is None) if is_final is None else is_final
         acquired = False
@@ -288,55 +295,53 @@ class Translator:
             session = self.sessions.acquire(session_id, owner)
             acquired = True
         try:
-            draft_text = prediction
-            draft_tokens: list[int] | None = None
-            # a client's prediction has no history: it counts as agreed on in full
-            draft_agreed: int | None = None if prediction is None else 1 << 30
-            if draft_text is None and session is not None and opts.uses("previous"):
-                draft_tokens = session.draft_for(opts.target_lang, opts.source_lang)
-                draft_agreed = session.previous_agreed
+            plan = self._plan(session, opts, prediction)
             prompt = self.render(source, opts)
             chain = self._chain(opts)
-
             examples = self.prompt_format.examples(opts.source_lang, opts.target_lang)
             retry_prompt = self.prompt_format.retry_translation(
                 source, opts.source_lang, opts.target_lang) if final else None
 
             def job(engine: Engine) -> UpdateOutcome:
                 return translate_update(
-                    engine, prompt, opts, final, draft_tokens=draft_tokens,
-                    draft_text=draft_text, chain=chain, cancel=cancel, on_text=on_text,
-                    draft_agreed=draft_agreed, examples=examples, retry_prompt=retry_prompt,
+                    engine, prompt, opts, final,
+                    draft_tokens=plan.tokens if prediction is None else None,
+                    draft_text=prediction, chain=chain, cancel=cancel, on_text=on_text,
+                    draft_agreed=plan.agreed, examples=examples, retry_prompt=retry_prompt,
                 )
 
             update: UpdateOutcome = await self.worker.submit(
                 job, priority=priority, cancel=cancel, bypass_limit=bypass_limit,
-                started=started,
+                started=started, seq=queue_seq,
             )
-            result = update.result
-            text = result.text.strip()
+            text = update.result.text.strip()
             revision = 1
-            sid = None
-            if session is not None:
-                sid = session.session_id
-                if result.finish_reason != "cancelled":
-                    revision = session.record(
-                        source, update.draft, text, final, opts.target_lang, opts.source_lang
-                    )
-                stats = session.stats
-                stats.updates += 1
-                stats.draft_tokens += result.draft_tokens
-                stats.accepted_tokens += result.accepted_tokens
-                stats.output_tokens += len(result.tokens)
-                stats.decode_ms += result.decode_ms
+            if session is not None and update.result.finish_reason != "cancelled":
+                revision = session.commit(source, update.draft, final, opts.target_lang,
+                                          opts.source_lang, seq=seq)
             return TranslationOutcome(
-                result=result, text=text, display_text=update.display, revision=revision,
-                session_id=sid, is_final=final, pathology=update.pathology,
-                draft_dropped=update.dropped, retried=update.retried,
+                result=update.result, text=text, display_text=update.display,
+                revision=revision, session_id=session.session_id if session else None,
+                is_final=final, pathology=update.pathology, draft_dropped=update.dropped,
+                retried=update.retried,
             )
         finally:
             if acquired and session is not None:
                 self.sessions.release(session)
+
+    @staticmethod
+    def _plan(session: Session | None, opts: TranslateOptions,
+              prediction: str | None) -> DraftPlan:
+        """The draft of an update: the session's plan when the ``previous`` drafter is on.
+
+        A client's ``prediction`` replaces it (its text is tokenized on the engine thread,
+        so the plan has no tokens); it has no history, so all of it counts as agreed.
+        """
+        if prediction is not None:
+            return DraftPlan(agreed=PREDICTION_AGREED)
+        if session is not None and opts.uses("previous"):
+            return session.plan_draft(opts.target_lang, opts.source_lang)
+        return DraftPlan()
 
     async def chat(
         self,

@@ -160,7 +160,10 @@ class ServerRunner:
                 "t": update.t, "final": update.is_final,
                 "text": data["choices"][0]["message"]["content"], "display": info["display_text"],
                 "tokens": data["usage"]["completion_tokens"], "drafted": info["draft_tokens"],
-                "accepted": info["accepted_tokens"], "forward_passes": info["forward_passes"],
+                "accepted": info["accepted_tokens"],
+                "ssbd_drafted": info.get("ssbd_draft_tokens", 0),
+                "ssbd_accepted": info.get("ssbd_accepted_tokens", 0),
+                "drafts": info.get("drafts"), "forward_passes": info["forward_passes"],
                 "decode_ms": info["decode_ms"], "prompt_ms": 0.0,
                 "e2e_ms": (time.perf_counter() - t0) * 1000, "finish":
                     data["choices"][0]["finish_reason"], "pathology": info.get("pathology"),

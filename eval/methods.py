@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 
 from app.engine.engine import Engine
 from app.prompts import PromptFormat
-from app.sessions import agreed_prefix
-from app.translator import TranslateOptions, masked_tokens, translate_update
+from app.sessions import DraftPlan, Session
+from app.translator import TranslateOptions, UpdateOutcome, masked_tokens, translate_update
 from eval.datasets.streams import Stream
 
 
@@ -90,46 +90,67 @@ def parse_methods(spec: str) -> list[Method]:
 def run_stream(engine: Engine, fmt: PromptFormat, method: Method, stream: Stream,
                src_lang: str, tgt_lang: str, chain: object | None, newline_token: int,
                max_tokens: int = 256, seed: int | None = None) -> list[dict]:
-    """Translate every update of one stream with one method; one record per update."""
+    """Translate every update of one stream with one method; one record per update.
+
+    The stream is one ``Session``, as on the server: its ``plan_draft`` is every update's
+    draft (AR ignores it) and ``commit`` makes the output the next one (a final ends the
+    segment), so the harness measures the server's draft lifecycle, not a copy of it.
+    """
+    session = Session(session_id=f"eval-{stream.id}")
     records = []
-    previous: list[int] = []
-    agreed = 0
     for i, update in enumerate(stream.updates):
-        opts = TranslateOptions(
-            source_lang=src_lang, target_lang=tgt_lang, beta=method.beta or 0.0,
-            mask_k=method.draft_mask_k, mask_mode="draft" if method.draft_mask_k else "display",
-            unbiased_tail=method.unbiased_tail, max_tokens=max_tokens,
-            temperature=method.temperature, seed=None if seed is None else seed + i,
-            bias_scope=method.bias_scope, final_beta=method.final_beta,
-            draft_guard=method.draft_guard, final_retry=method.final_retry,
-        )
-        prompt = fmt.translation(update.source, src_lang, tgt_lang)
+        opts = _options(method, src_lang, tgt_lang, max_tokens,
+                        None if seed is None else seed + i)
+        plan = DraftPlan() if method.is_ar else session.plan_draft(tgt_lang, src_lang)
         out = translate_update(
-            engine, prompt, opts, update.is_final,
-            draft_tokens=[] if method.is_ar else previous,
+            engine, fmt.translation(update.source, src_lang, tgt_lang), opts, update.is_final,
+            draft_tokens=plan.tokens,
             chain=chain if method.drafters else None,
-            extra_draft=[newline_token] if (method.stop_draft and previous) else None,
-            draft_agreed=agreed, examples=fmt.examples(src_lang, tgt_lang),
+            extra_draft=[newline_token] if (method.stop_draft and plan.tokens) else None,
+            draft_agreed=plan.agreed, examples=fmt.examples(src_lang, tgt_lang),
             retry_prompt=fmt.retry_translation(update.source, src_lang, tgt_lang)
             if update.is_final else None,
         )
-        result = out.result
-        records.append({
-            "update": i, "source": update.source, "read": len(update.source.split()),
-            "t": update.t, "final": update.is_final, "text": result.text.strip(),
-            "token_ids": list(result.tokens), "tokens": len(result.tokens),
-            "drafted": result.draft_tokens, "accepted": result.accepted_tokens,
-            "ssbd_drafted": result.ssbd_draft_tokens, "ssbd_accepted": result.ssbd_accepted_tokens,
-            "by_drafter": result.drafts.drafters(), "forward_passes": result.forward_passes,
-            "decode_ms": round(result.decode_ms, 3), "prompt_ms": round(result.prompt_ms, 3),
-            "finish": result.finish_reason, "pathology": out.pathology,
-            "retried": out.retried, "retry_ms": round(out.retry_ms, 3),
-            "draft_dropped": out.dropped,
-        })
-        draft = out.draft
-        agreed = agreed_prefix(previous, draft)
-        previous = draft
+        session.commit(update.source, out.draft, update.is_final, tgt_lang, src_lang, seq=i)
+        records.append({"update": i, "source": update.source,
+                        "read": len(update.source.split()), "t": update.t,
+                        "final": update.is_final, **update_record(out)})
     return records
+
+
+def _options(method: Method, src_lang: str, tgt_lang: str, max_tokens: int,
+             seed: int | None) -> TranslateOptions:
+    """The server's options for one update translated with ``method``."""
+    return TranslateOptions(
+        source_lang=src_lang, target_lang=tgt_lang, beta=method.beta or 0.0,
+        mask_k=method.draft_mask_k, mask_mode="draft" if method.draft_mask_k else "display",
+        unbiased_tail=method.unbiased_tail, max_tokens=max_tokens,
+        temperature=method.temperature, seed=seed,
+        bias_scope=method.bias_scope, final_beta=method.final_beta,
+        draft_guard=method.draft_guard, final_retry=method.final_retry,
+    )
+
+
+def update_record(out: UpdateOutcome) -> dict:
+    """What one translated update contributes to its eval record.
+
+    Draft counts come from ``result.drafts`` alone: ``drafts`` is its JSON shape (proposed /
+    accepted by source, as in the ``livetrans`` object), and ``drafted`` / ``accepted`` /
+    ``ssbd_*`` / ``by_drafter`` are views of it that the metrics and older reports read.
+    """
+    result, drafts = out.result, out.result.drafts
+    return {
+        "text": result.text.strip(), "token_ids": list(result.tokens),
+        "tokens": len(result.tokens),
+        "drafted": drafts.total_proposed, "accepted": drafts.total_accepted,
+        "ssbd_drafted": drafts.ssbd_proposed, "ssbd_accepted": drafts.ssbd_accepted,
+        "by_drafter": drafts.drafters(), "drafts": drafts.as_dict(),
+        "forward_passes": result.forward_passes,
+        "decode_ms": round(result.decode_ms, 3), "prompt_ms": round(result.prompt_ms, 3),
+        "finish": result.finish_reason, "pathology": out.pathology,
+        "retried": out.retried, "retry_ms": round(out.retry_ms, 3),
+        "draft_dropped": out.dropped,
+    }
 
 
 def display_texts(records: list[dict], mask_k: int, detokenize) -> list[str]:  # noqa: ANN001

@@ -69,6 +69,20 @@ def pathology_counts(stream_list: list[list[dict]]) -> dict:
     }
 
 
+def draft_totals(records: list[dict]) -> dict[str, dict[str, int]]:
+    """Proposed / accepted draft tokens by source over ``records`` (their ``drafts``, the
+    ``DraftStats`` of each update; records written before it existed count nothing)."""
+    from app.engine.draft_stats import DraftStats
+
+    total = DraftStats()
+    for r in records:
+        drafts = r.get("drafts") or {}
+        accepted = drafts.get("accepted", {})
+        for name, n in drafts.get("proposed", {}).items():
+            total.add(name, n, accepted.get(name, 0))
+    return total.as_dict()
+
+
 def _stream_key(sid: str) -> tuple[int, str]:
     return (int(sid), sid) if sid.isdigit() else (1 << 30, sid)
 
@@ -108,6 +122,7 @@ def summarize(records: list[dict], mask_ks: list[int], detokenize: Callable | No
                 for recs in stream_list]),
             "final_words": sum(len(f.split()) for f in finals),
             **pathology_counts(stream_list),
+            "drafts": draft_totals(flat),
         }
         if detokenize is not None and all("token_ids" in r for r in flat):
             for k in mask_ks:

@@ -29,6 +29,7 @@ from app.api.schemas import (
     ChunkChoice,
     CompletionTokensDetails,
     Delta,
+    DraftCounts,
     LivetransInfo,
     PromptTokensDetails,
     Usage,
@@ -87,29 +88,34 @@ def map_engine_error(exc: BaseException) -> APIError:
 
 
 def _usage(result: GenerationResult) -> Usage:
+    """OpenAI's usage; its prediction counts are every draft source's (``result.drafts``)."""
+    drafts = result.drafts
     return Usage(
         prompt_tokens=result.prompt_tokens,
         completion_tokens=len(result.tokens),
         total_tokens=result.prompt_tokens + len(result.tokens),
         prompt_tokens_details=PromptTokensDetails(cached_tokens=result.prompt_tokens_cached),
         completion_tokens_details=CompletionTokensDetails(
-            accepted_prediction_tokens=result.accepted_tokens,
-            rejected_prediction_tokens=result.draft_tokens - result.accepted_tokens,
+            accepted_prediction_tokens=drafts.total_accepted,
+            rejected_prediction_tokens=drafts.total_proposed - drafts.total_accepted,
         ),
     )
 
 
 def livetrans_info(outcome: TranslationOutcome) -> LivetransInfo:
+    """The ``livetrans`` object; every draft count in it is read from ``result.drafts``."""
     r = outcome.result
+    drafts = r.drafts
     return LivetransInfo(
         session_id=outcome.session_id,
         revision=outcome.revision,
         display_text=outcome.display_text,
-        draft_tokens=r.draft_tokens,
-        accepted_tokens=r.accepted_tokens,
-        new_tokens=r.new_tokens,
-        ssbd_draft_tokens=r.ssbd_draft_tokens,
-        ssbd_accepted_tokens=r.ssbd_accepted_tokens,
+        draft_tokens=drafts.total_proposed,
+        accepted_tokens=drafts.total_accepted,
+        new_tokens=len(r.tokens) - drafts.total_accepted,
+        ssbd_draft_tokens=drafts.ssbd_proposed,
+        ssbd_accepted_tokens=drafts.ssbd_accepted,
+        drafts=DraftCounts(**drafts.as_dict()),
         forward_passes=r.forward_passes,
         decode_ms=round(r.decode_ms, 2),
         is_final=outcome.is_final,
@@ -215,12 +221,6 @@ async def _acquire_session(prep: _Prepared, owner: str | None) -> None:
         raise map_engine_error(exc) from exc
 
 
-def _applied(prep: _Prepared, outcome: TranslationOutcome) -> None:
-    """The update is the session's newest now: remember its ``seq``."""
-    if prep.session is not None and outcome.result.finish_reason != "cancelled":
-        prep.session.applied(prep.body.seq)
-
-
 async def _run(
     prep: _Prepared, cancel: threading.Event, on_text=None
 ) -> TranslationOutcome:
@@ -236,6 +236,7 @@ async def _run(
                 prep.source, prep.options,
                 session=prep.session,
                 is_final=body.is_final,
+                seq=body.seq,
                 prediction=body.prediction.text() if body.prediction else None,
                 on_text=on_text, cancel=cancel, started=started,
             )
@@ -292,7 +293,6 @@ async def chat_completions(
     if not body.stream:
         try:
             outcome = await _run(prep, cancel)
-            _applied(prep, outcome)
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError):
                 raise
@@ -340,7 +340,6 @@ async def chat_completions(
                 yield {"data": json.dumps(error_body(err.status, err.message, err.param,
                                                      err.code))}
                 return
-            _applied(prep, outcome)
             result = outcome.result
             info = livetrans_info(outcome) if prep.options is not None else None
             yield chunk(choices=[ChunkChoice(delta=Delta(), finish_reason=_finish(result))],

@@ -39,6 +39,7 @@ from app.api.live_limits import (
 )
 from app.api.live_messages import MAX_SEGMENT, Refusal, parse_start, parse_text, segment_of
 from app.api.origins import origin_allowed
+from app.engine.engine import GenerationResult
 from app.engine.worker import (
     PRIORITY_FINAL,
     PRIORITY_PARTIAL,
@@ -128,7 +129,6 @@ class LiveConnection:
         self.queue = SegmentQueue()
         self.last_final_segment = -1
         self.revisions: dict[int, int] = {}
-        self.draft_segment: int | None = None
         self.stopping = False
         self.send_lock = asyncio.Lock()
         # the partial handed to the engine queue, while it waits there
@@ -344,10 +344,9 @@ class LiveConnection:
 
     async def translate(self, update: Update) -> None:
         assert self.session is not None and self.options is not None
-        if self.draft_segment != update.segment:
-            # A new segment starts with an empty draft, even if no final closed the last one.
-            self.session.previous_tokens = []
-            self.draft_segment = update.segment
+        # another segment than the session's current one starts with an empty draft, even
+        # if no final closed the last one
+        self.session.enter_segment(update.segment)
         started = time.perf_counter()
         cancel, job_started = threading.Event(), threading.Event()
         seq = None
@@ -361,7 +360,7 @@ class LiveConnection:
             job = asyncio.create_task(self.state.translator.translate(
                 update.text, self.options, session=self.session, is_final=update.final,
                 priority=PRIORITY_FINAL if update.final else PRIORITY_PARTIAL,
-                bypass_limit=update.final, cancel=cancel, started=job_started, seq=seq,
+                bypass_limit=update.final, cancel=cancel, started=job_started, queue_seq=seq,
             ))
             if not update.final:
                 stale = asyncio.create_task(self.superseding.wait())
@@ -401,7 +400,6 @@ class LiveConnection:
             self.superseded += 1
             return
         if update.final:
-            self.draft_segment = None
             revision = self.revisions.pop(update.segment, 0) + 1  # the segment is closed
         else:
             revision = self.revisions.get(update.segment, 0) + 1
@@ -419,9 +417,7 @@ class LiveConnection:
             "source": update.text, "text": outcome.text, "display_text": outcome.display_text,
             "final": update.final,
             "stats": {
-                "draft_tokens": r.draft_tokens, "accepted_tokens": r.accepted_tokens,
-                "new_tokens": r.new_tokens, "ssbd_draft_tokens": r.ssbd_draft_tokens,
-                "ssbd_accepted_tokens": r.ssbd_accepted_tokens,
+                **draft_stats(r),
                 "forward_passes": r.forward_passes,
                 "decode_ms": round(r.decode_ms, 2), "queue_wait_ms": round(queue_ms, 2),
                 "coalesced": self.queue.coalesced, "superseded": self.superseded,
@@ -429,6 +425,18 @@ class LiveConnection:
                 "retried": outcome.retried,
             },
         })
+
+
+def draft_stats(result: GenerationResult) -> dict[str, Any]:
+    """A caption's draft counts, all read from ``result.drafts``: the totals and SSBD-only
+    fields clients have always read, and ``drafts`` (proposed / accepted by source)."""
+    d = result.drafts
+    return {
+        "draft_tokens": d.total_proposed, "accepted_tokens": d.total_accepted,
+        "new_tokens": len(result.tokens) - d.total_accepted,
+        "ssbd_draft_tokens": d.ssbd_proposed, "ssbd_accepted_tokens": d.ssbd_accepted,
+        "drafts": d.as_dict(),
+    }
 
 
 def _api_owner(ws: WebSocket, keys: set[str]) -> tuple[bool, str | None]:

@@ -190,6 +190,14 @@ class Usage(BaseModel):
     )
 
 
+class DraftCounts(BaseModel):
+    """Draft tokens proposed to the verifier and accepted, by source (``DraftStats``):
+    ``"ssbd"`` is the previous translation (or ``prediction``), the others drafter names."""
+
+    proposed: dict[str, int] = Field(default_factory=dict)
+    accepted: dict[str, int] = Field(default_factory=dict)
+
+
 class LivetransInfo(BaseModel):
     session_id: str | None
     revision: int
@@ -200,6 +208,8 @@ class LivetransInfo(BaseModel):
     # The SSBD draft alone (the session's previous translation, or ``prediction``).
     ssbd_draft_tokens: int = 0
     ssbd_accepted_tokens: int = 0
+    # the counts above by source; the totals and ssbd_* fields stay for old clients
+    drafts: DraftCounts = Field(default_factory=DraftCounts)
     forward_passes: int
     decode_ms: float
     is_final: bool = True

@@ -1,6 +1,8 @@
 import pytest
 
 from app.sessions import (
+    DraftPlan,
+    Session,
     SessionBusyError,
     SessionStore,
     SessionStoreFullError,
@@ -21,7 +23,7 @@ def test_ttl_expiry_starts_fresh() -> None:
     clock = Clock()
     store = SessionStore(max_sessions=10, ttl_s=60, clock=clock)
     s = store.acquire("a")
-    s.record("hi", [1, 2], "hallo", False, "de", "en")
+    s.commit("hi", [1, 2], False, "de", "en")
     store.release(s)
     clock.t = 61
     assert store.get("a") is None and store.expired == 1
@@ -50,18 +52,18 @@ def test_busy_session_rejects_a_second_update() -> None:
 def test_final_resets_the_draft_and_revision() -> None:
     store = SessionStore()
     s = store.acquire("a")
-    assert s.record("x", [5], "x", False, "de", "en") == 1
-    assert s.record("x y", [5, 6], "x y", False, "de", "en") == 2
-    assert s.draft_for("de", "en") == [5, 6]
-    assert s.draft_for("ja", "en") == []  # another language pair: no draft
-    assert s.record("x y.", [5, 6, 7], "x y.", True, "de", "en") == 3
-    assert s.previous_tokens == [] and s.revision == 0 and s.segment == 1
+    assert s.commit("x", [5], False, "de", "en") == 1
+    assert s.commit("x y", [5, 6], False, "de", "en") == 2
+    assert s.plan_draft("de", "en") == DraftPlan([5, 6], 1)
+    assert s.plan_draft("ja", "en") == DraftPlan()  # another language pair: no draft
+    assert s.commit("x y.", [5, 6, 7], True, "de", "en") == 3
+    assert s.plan_draft("de", "en") == DraftPlan() and s.revision == 0
 
 
 def test_sessions_of_different_owners_are_separate() -> None:
     store = SessionStore()
     mine = store.acquire("shared-id", owner="key1")
-    mine.record("x", [1], "x", False, "de", "en")
+    mine.commit("x", [1], False, "de", "en")
     store.release(mine)
     theirs = store.acquire("shared-id", owner="key2")
     assert theirs is not mine and theirs.previous_tokens == []
@@ -70,11 +72,11 @@ def test_sessions_of_different_owners_are_separate() -> None:
 def test_agreed_prefix_tracks_the_two_latest_outputs() -> None:
     store = SessionStore(max_sessions=4, ttl_s=60)
     s = store.acquire("agree")
-    s.record("a b", [1, 2, 3], "x", False, "de", "en")
+    s.commit("a b", [1, 2, 3], False, "de", "en")
     assert s.previous_agreed == 0  # one output is no agreement
-    s.record("a b c", [1, 2, 4, 5], "y", False, "de", "en")
+    s.commit("a b c", [1, 2, 4, 5], False, "de", "en")
     assert s.previous_agreed == 2
-    s.record("a b c.", [1, 2, 4, 5, 6], "z", True, "de", "en")
+    s.commit("a b c.", [1, 2, 4, 5, 6], True, "de", "en")
     assert s.previous_agreed == 0 and s.previous_tokens == []
 
 
@@ -113,15 +115,15 @@ def test_session_ids_one_rule() -> None:
 def test_a_partial_that_repeats_or_shortens_the_newest_source_is_stale() -> None:
     s = SessionStore().acquire("order")
     s.check_newer("Ladies and", False)
-    s.record("Ladies and", [1], "Damen und", False, "de", "en")
+    s.commit("Ladies and", [1], False, "de", "en")
     s.check_newer("Ladies and gentlemen", False)
-    s.record("Ladies and gentlemen", [1, 2], "Damen und Herren", False, "de", "en")
+    s.commit("Ladies and gentlemen", [1, 2], False, "de", "en")
     for stale in ("Ladies and", "Ladies and gentlemen", "Ladies"):
         with pytest.raises(StaleUpdateError):
             s.check_newer(stale, False)
     s.check_newer("Ladies and gentleman, welcome", False)  # a revision, not a prefix
     s.check_newer("Ladies and gentlemen", True)  # a final repeating its partial is fine
-    s.record("Ladies and gentlemen.", [1, 2, 3], "Damen und Herren.", True, "de", "en")
+    s.commit("Ladies and gentlemen.", [1, 2, 3], True, "de", "en")
     # after the final, a late partial of that segment cannot start the next one
     with pytest.raises(StaleUpdateError):
         s.check_newer("Ladies and", False)
@@ -131,7 +133,7 @@ def test_a_partial_that_repeats_or_shortens_the_newest_source_is_stale() -> None
 def test_seq_orders_updates_exactly_and_allows_retractions() -> None:
     s = SessionStore().acquire("seq")
     s.check_newer("a b c", False, seq=1)
-    s.record("a b c", [1], "x", False, "de", "en")
+    s.commit("a b c", [1], False, "de", "en")
     s.applied(1)
     s.check_newer("a b", False, seq=2)  # a shorter hypothesis, but newer: applied
     s.applied(2)
@@ -142,3 +144,56 @@ def test_seq_orders_updates_exactly_and_allows_retractions() -> None:
         s.check_newer("a b c d.", True, seq=2)  # a retried final is refused too
     s.applied(None)
     assert s.newest_seq == 2
+
+
+def test_plan_draft_is_the_previous_output_and_its_agreed_prefix() -> None:
+    s = Session("plan")
+    assert s.plan_draft("de", "en") == DraftPlan()  # a new session has no draft
+    s.commit("a", [1, 2, 3], False, "de", "en")
+    s.commit("a b", [1, 2, 9], False, "de", "en")
+    plan = s.plan_draft("de", "en")
+    assert plan == DraftPlan([1, 2, 9], 2)
+    plan.tokens.append(7)  # a plan is a copy: the caller cannot change the session's draft
+    assert s.plan_draft("de", "en").tokens == [1, 2, 9]
+    assert s.plan_draft("de", "fr") == DraftPlan()  # another source language: no draft
+
+
+def test_a_dropped_output_commits_an_empty_draft_but_still_counts_as_a_revision() -> None:
+    s = Session("dropped")
+    s.commit("a", [1, 2], False, "de", "en")
+    assert s.commit("a b", [], False, "de", "en") == 2  # e.g. a loop: refused as a draft
+    assert s.plan_draft("de", "en") == DraftPlan()
+    assert s.newest_source == "a b"
+
+
+def test_commit_applies_the_clients_seq_with_the_translation() -> None:
+    s = Session("seq-commit")
+    s.commit("a", [1], False, "de", "en", seq=4)
+    assert s.newest_seq == 4
+    with pytest.raises(StaleUpdateError):
+        s.check_newer("a b", False, seq=4)
+    s.commit("a b", [1, 2], False, "de", "en")  # no seq: the newest stays
+    assert s.newest_seq == 4
+
+
+def test_start_segment_empties_the_draft_and_keeps_the_order() -> None:
+    s = Session("segments")
+    s.commit("Ladies and", [1, 2], False, "de", "en")
+    s.start_segment()
+    assert s.plan_draft("de", "en") == DraftPlan() and s.revision == 0
+    assert s.commit("Welcome", [3], False, "de", "en") == 1
+    with pytest.raises(StaleUpdateError):  # order is the session's, across segments
+        s.check_newer("Welcome", False)
+
+
+def test_enter_segment_starts_a_new_segment_only_for_another_label() -> None:
+    s = Session("labels")
+    s.enter_segment(0)
+    s.commit("a", [1], False, "de", "en")
+    s.enter_segment(0)  # the same segment: its draft stays
+    assert s.plan_draft("de", "en").tokens == [1]
+    s.enter_segment(1)  # the client moved on without a final: no draft from segment 0
+    assert s.plan_draft("de", "en") == DraftPlan() and s.segment_label == 1
+    s.commit("b", [2], False, "de", "en")
+    s.commit("b c.", [2, 3], True, "de", "en")  # a final ends the segment
+    assert s.segment_label is None and s.plan_draft("de", "en") == DraftPlan()

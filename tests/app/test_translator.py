@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
 from app.engine.engine import GenerationResult
 from app.engine.verify import top2_gap
 from app.prompts import FewShotFormat, tokenize_prompt
+from app.sessions import Session, SessionStore
 from app.translator import (
     TranslateOptions,
+    TranslationOutcome,
+    Translator,
     masked_tokens,
     next_draft,
     trailing_punctuation,
@@ -95,3 +101,68 @@ def test_a_final_is_verified_without_bias(engine) -> None:
                                                             final_beta=None),
                            True, draft_tokens=wrong).result
     assert old.tokens[: len(wrong)] == wrong  # the SSBD paper's final keeps the bad draft
+
+
+class InlineWorker:
+    """The engine worker's ``submit``, run inline on the test's engine; it keeps the queue
+    arguments so a test can see what the translator asked for."""
+
+    def __init__(self, engine) -> None:  # noqa: ANN001
+        self.engine = engine
+        self.calls: list[dict] = []
+
+    async def submit(self, fn, **kwargs):  # noqa: ANN001, ANN003
+        self.calls.append(kwargs)
+        return fn(self.engine)
+
+
+def _translator(engine) -> tuple[Translator, InlineWorker]:  # noqa: ANN001
+    worker = InlineWorker(engine)
+    return Translator(worker, FMT, SessionStore()), worker  # type: ignore[arg-type]
+
+
+def test_translate_drives_the_session_lifecycle(engine) -> None:
+    """Each applied update commits its output as the next draft; a final starts anew."""
+    translator, worker = _translator(engine)
+    session = Session("lifecycle")
+    opts = TranslateOptions(target_lang="de")
+
+    def run(text: str, final: bool, **kw) -> TranslationOutcome:  # noqa: ANN003
+        return asyncio.run(translator.translate(text, opts, session=session, is_final=final,
+                                                **kw))
+
+    first = run("The committee met", False, seq=1, queue_seq=7)
+    assert first.revision == 1 and first.result.ssbd_draft_tokens == 0
+    assert session.newest_seq == 1 and worker.calls[0]["seq"] == 7
+    second = run("The committee met on Tuesday", False, seq=2)
+    assert second.revision == 2
+    assert second.result.drafts.ssbd_proposed == len(first.result.tokens)
+    final = run("The committee met on Tuesday.", True, seq=3)
+    assert final.revision == 3 and session.revision == 0
+    assert session.plan_draft("de", "en").tokens == []
+    after = run("Next.", False, seq=4)
+    assert after.revision == 1 and after.result.ssbd_draft_tokens == 0
+
+
+def test_a_cancelled_update_is_not_committed(engine) -> None:
+    translator, _ = _translator(engine)
+    session = Session("cancel")
+    opts = TranslateOptions(target_lang="de")
+    asyncio.run(translator.translate("Good morning", opts, session=session, is_final=False,
+                                     seq=1))
+    draft = session.plan_draft("de", "en")
+    stop = threading.Event()
+    stop.set()
+    out = asyncio.run(translator.translate("Good morning everyone", opts, session=session,
+                                           is_final=False, cancel=stop, seq=2))
+    assert out.result.finish_reason == "cancelled"
+    assert session.plan_draft("de", "en") == draft and session.newest_seq == 1
+    assert session.newest_source == "Good morning"
+
+
+def test_a_prediction_is_the_draft_and_leaves_the_session_alone(engine) -> None:
+    translator, _ = _translator(engine)
+    opts = TranslateOptions(target_lang="de", beta=0.0)
+    out = asyncio.run(translator.translate("Good morning", opts, is_final=True,
+                                           prediction="Guten Morgen"))
+    assert out.session_id is None and out.result.drafts.ssbd_proposed > 0
