@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from app.prompts import FewShotFormat
 from app.translator import TranslateOptions
-from eval.methods import parse_method
+from eval.datasets.streams import Stream, Update
+from eval.methods import parse_method, run_stream
 
 
 def test_default_ssbd_method_is_the_servers_final_policy() -> None:
@@ -24,3 +26,25 @@ def test_policy_flags() -> None:
     assert parse_method("ssbd-b0.2+draftmask3").draft_mask_k == 3
     with pytest.raises(ValueError):
         parse_method("ssbd-b0.2+nonsense")
+
+
+def test_run_stream_drives_a_session_and_records_draft_stats(engine) -> None:
+    """The harness's drafts are the session's: each output is the next update's draft, a
+    final ends the segment (as on the server), and records carry ``result.drafts``."""
+    stream = Stream("s", [Update("The committee met", False),
+                          Update("The committee met on Tuesday.", True),
+                          Update("Thank you", False)])
+    newline = engine.rt.tokenize("\n")[-1]
+    recs = run_stream(engine, FewShotFormat(), parse_method("ssbd-b0.2"), stream, "en", "de",
+                      None, newline, max_tokens=32)
+    assert recs[0]["ssbd_drafted"] == 0
+    assert recs[1]["ssbd_drafted"] == (0 if recs[0]["draft_dropped"] else recs[0]["tokens"])
+    assert recs[2]["ssbd_drafted"] == 0  # a new segment after the final
+    for r in recs:
+        proposed, accepted = r["drafts"]["proposed"], r["drafts"]["accepted"]
+        assert (r["drafted"], r["accepted"]) == (sum(proposed.values()),
+                                                 sum(accepted.values()))
+        assert r["ssbd_drafted"] == proposed.get("ssbd", 0)
+    ar = run_stream(engine, FewShotFormat(), parse_method("ar"), stream, "en", "de", None,
+                    newline, max_tokens=32)
+    assert all(r["drafted"] == 0 and r["drafts"]["proposed"] == {} for r in ar)

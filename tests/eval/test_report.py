@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eval.report import pathology_cell, pathology_counts, pathology_listing
+from eval.report import draft_totals, pathology_cell, pathology_counts, pathology_listing
 
 
 def _stream(sid: str, final: dict, partials: int = 2) -> list[dict]:
@@ -36,3 +36,14 @@ def test_old_records_are_diagnosed_when_read() -> None:
     old = [{"stream": "0", "source": "So on the left hand side", "lang": "de",
             "finish": "stop", "final": True, "text": "So on the left hand side"}]
     assert pathology_counts([old])["pathological_by_kind"] == {"copy": ["0"]}
+
+
+def test_draft_totals_sum_the_records_drafts_by_source() -> None:
+    records = [
+        {"drafts": {"proposed": {"ssbd": 5, "ngram": 2}, "accepted": {"ssbd": 4, "ngram": 0}}},
+        {"drafts": {"proposed": {"ssbd": 3}, "accepted": {"ssbd": 3}}},
+        {"drafted": 1},  # written before records carried drafts: counts nothing
+        {"drafts": None},  # a server record from a server without the field
+    ]
+    assert draft_totals(records) == {"proposed": {"ssbd": 8, "ngram": 2},
+                                     "accepted": {"ssbd": 7, "ngram": 0}}
