@@ -67,6 +67,12 @@ def test_session_updates_reuse_the_previous_translation(openai_client) -> None:
     assert info2["revision"] == 2 and info2["draft_tokens"] > 0
     assert second.usage.completion_tokens_details.accepted_prediction_tokens == info2[
         "accepted_tokens"]
+    # the counts by source are the same numbers: one DraftStats behind every field
+    drafts = info2["drafts"]
+    assert sum(drafts["proposed"].values()) == info2["draft_tokens"]
+    assert sum(drafts["accepted"].values()) == info2["accepted_tokens"]
+    assert drafts["proposed"]["ssbd"] == info2["ssbd_draft_tokens"] > 0
+    assert info1["drafts"]["proposed"].get("ssbd", 0) == 0
     final = _translate(openai_client, SOURCE, session_id=sid, is_final=True)
     assert final.model_extra["livetrans"]["display_text"] == final.choices[0].message.content
 

@@ -448,3 +448,34 @@ def test_a_frame_over_the_protocol_limit_is_closed_with_1009(live_server) -> Non
             return ws.protocol.close_rcvd.code
 
     assert asyncio.run(main()) == 1009
+
+
+def test_a_new_segment_starts_without_a_draft_and_stats_count_drafts_by_source(
+        live_server) -> None:
+    """Moving to another segment without a final empties the session's draft; within a
+    segment the previous caption's translation is the draft. ``stats.drafts`` holds the
+    same counts as the totals, by source."""
+    texts = [(0, "Good morning and welcome"), (1, "Thank you very much"),
+             (1, "Thank you very much for coming")]
+
+    async def main() -> list[dict]:
+        async with websockets.connect(_ws_url(live_server)) as ws:
+            await ws.send(json.dumps({"type": "start", "target_lang": "de"}))
+            await ws.recv()
+            captions = []
+            for seg, text in texts:  # one at a time: nothing is coalesced
+                await ws.send(json.dumps({"type": "partial", "segment": seg, "text": text}))
+                captions.append(json.loads(await ws.recv()))
+            await ws.send(json.dumps({"type": "stop"}))
+            await _collect_until_done(ws)
+            return captions
+
+    first, other, grown = [c["stats"] for c in asyncio.run(main())]
+    assert other["ssbd_draft_tokens"] == 0  # segment 0's translation is no draft for 1
+    if not other["draft_dropped"]:
+        assert grown["ssbd_draft_tokens"] == other["accepted_tokens"] + other["new_tokens"]
+    for stats in (first, other, grown):
+        proposed, accepted = stats["drafts"]["proposed"], stats["drafts"]["accepted"]
+        assert sum(proposed.values()) == stats["draft_tokens"]
+        assert sum(accepted.values()) == stats["accepted_tokens"]
+        assert proposed.get("ssbd", 0) == stats["ssbd_draft_tokens"]
