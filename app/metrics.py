@@ -38,6 +38,23 @@ class Metrics:
         self.finals_retried = Counter(
             "livetrans_finals_retried_total", "pathological finals translated again",
             ["kind"], registry=r)
+        self.step_rows = Histogram(
+            "livetrans_step_batch_rows", "batch rows per forward pass",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), registry=r)
+        self.step_sequences = Histogram(
+            "livetrans_step_sequences", "sequences per forward pass",
+            buckets=(1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64), registry=r)
+        self.slot_occupancy = Gauge(
+            "livetrans_slot_occupancy", "share of the context's sequences running", registry=r)
+        self.queue_wait = Histogram(
+            "livetrans_queue_wait_seconds", "wait for a sequence, by priority",
+            ["priority"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.admission_refusals = Counter(
+            "livetrans_admission_refusals_total", "work refused at once (busy), by reason",
+            ["reason"], registry=r)
+        self.preemptions = Counter(
+            "livetrans_preemptions_total", "running sequences that gave way to more urgent "
+            "ones", registry=r)
         self.caption_seconds = Histogram(
             "livetrans_final_caption_seconds", "time from a final's arrival to its caption",
             buckets=_LATENCY_BUCKETS, registry=r)
@@ -49,6 +66,17 @@ class Metrics:
         for name, proposed in result.drafts.proposed.items():
             self.drafted.labels(name).inc(proposed)
             self.accepted.labels(name).inc(result.drafts.accepted.get(name, 0))
+
+    def observe_step(self, report, running: int, slots: int) -> None:  # noqa: ANN001
+        """One forward pass of the step scheduler (``app.engine.engine.StepReport``)."""
+        self.step_rows.observe(report.rows)
+        self.step_sequences.observe(report.sequences)
+        self.slot_occupancy.set(running / slots if slots else 0.0)
+
+    def observe_admission(self, priority: str, waited_s: float, preempted: bool) -> None:
+        self.queue_wait.labels(priority).observe(waited_s)
+        if preempted:
+            self.preemptions.inc()
 
     def observe_verdict(self, outcome) -> None:  # noqa: ANN001 - translator.TranslationOutcome
         """Count what ``app.pathology`` found in one translated update."""

@@ -28,6 +28,7 @@ from app.api.redaction import install_log_redaction, request_id
 from app.api.route_labels import label_routes, route_label
 from app.engine.engine import Engine
 from app.engine.runtime import LlamaRuntime, RuntimeConfig
+from app.engine.scheduler import PRIORITY_NAMES, SchedulerConfig
 from app.engine.worker import EngineWorker
 from app.model_files import DEFAULT_MODEL_ID, model_id_for, resolve_model_path
 from app.prompts import ChatTemplateFormat, choose_prompt_format, render_plain_chat
@@ -56,6 +57,7 @@ def _load_engine(state: ServerState, model_path: Path) -> None:
         runtime = LlamaRuntime(RuntimeConfig(
             model_path=model_path, n_ctx=settings.n_ctx, n_threads=settings.n_threads,
             n_gpu_layers=settings.n_gpu_layers, verbose=settings.verbose_llama,
+            n_seq=settings.parallel,
         ))
         fmt = choose_prompt_format(
             runtime.chat_template(),
@@ -65,7 +67,17 @@ def _load_engine(state: ServerState, model_path: Path) -> None:
         chat_renderer = fmt.render_chat if isinstance(fmt, ChatTemplateFormat) else \
             render_plain_chat
         engine = Engine(runtime)
-        worker = EngineWorker(engine, max_queue=settings.queue_size)
+        metrics = state.metrics
+        worker = EngineWorker(
+            engine, max_queue=settings.queue_size,
+            scheduler=SchedulerConfig(step_tokens=settings.step_tokens,
+                                      prefill_chunk=settings.prefill_chunk),
+            max_queue_wait_s=settings.max_queue_wait_s,
+            on_step=metrics.observe_step,
+            on_admit=lambda ticket, waited: metrics.observe_admission(
+                PRIORITY_NAMES.get(ticket.priority, "other"), waited,
+                preempted=ticket.gen.result.preemptions > 0 and ticket.ever_admitted),
+        )
         from app.drafting import ChainBuilder
 
         chains = ChainBuilder.from_settings(settings, runtime)
@@ -73,8 +85,9 @@ def _load_engine(state: ServerState, model_path: Path) -> None:
         state.translator = Translator(
             worker, fmt, state.sessions, chain_factory=chains.build, chat_renderer=chat_renderer
         )
-        log.info("model %s loaded in %.1fs (prompt format: %s, drafters: %s)",
-                 model_path.name, time.perf_counter() - t0, fmt.name, chains.describe())
+        log.info("model %s loaded in %.1fs (prompt format: %s, drafters: %s, %d sequences)",
+                 model_path.name, time.perf_counter() - t0, fmt.name, chains.describe(),
+                 runtime.n_seq)
     except Exception as exc:  # noqa: BLE001 - reported through /health
         log.exception("model failed to load")
         state.load_error = f"model failed to load: {exc}"
@@ -101,7 +114,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         yield
         state.shutting_down = True
         if state.worker is not None:
-            state.worker.shutdown()
+            state.worker.shutdown(settings.shutdown_grace_s)
 
     replica = settings.replica_id or f"{socket.gethostname()}:{settings.port}"
     metrics_keys = {settings.metrics_key} if settings.metrics_key else state.api_keys

@@ -79,6 +79,23 @@ class Settings(BaseSettings):
     max_sessions: int = Field(1000, ge=1, description="sessions kept (least recently used go)")
     session_ttl_s: float = Field(1800.0, gt=0, description="idle seconds before a session expires")
     queue_size: int = Field(64, ge=1, description="engine jobs waiting before 429")
+    parallel: int = Field(
+        4, ge=1, le=256,
+        description="sequences decoded together in each forward pass (llama.cpp's slots); "
+                    "1 runs one sequence at a time")
+    step_tokens: int = Field(
+        512, ge=16, description="batch rows per forward pass (prompt chunks fill the rest)")
+    prefill_chunk: int = Field(
+        256, ge=8, description="prompt tokens of one sequence per forward pass, so a long "
+                               "prompt cannot hold up finals")
+    max_live_sessions: int = Field(
+        32, ge=1, description="live sessions admitted at once; more get a busy error at once")
+    max_queue_wait_s: float = Field(
+        5.0, gt=0, description="refuse new requests and live sessions while queued work "
+                               "has waited longer than this (seconds)")
+    shutdown_grace_s: float = Field(
+        30.0, ge=0, description="on shutdown, seconds accepted work (finals first) may "
+                                "still take")
     request_timeout_s: float = Field(120.0, gt=0, description="seconds before a 504 timeout")
     dict_dir: Path | None = Field(
         None, description="folder of drafter tables (<lang>.dict, <lang>.trigram.npz)")

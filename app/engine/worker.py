@@ -1,13 +1,17 @@
-"""One thread owns the model; everything else queues for it.
+"""Engine jobs: the asyncio side's handle on the step scheduler.
 
-llama.cpp contexts are not thread-safe and a CPU can run one forward pass at a time
-usefully, so the service funnels every model call through ``EngineWorker``: a bounded
-priority queue drained by a single thread. The asyncio side awaits a future; streaming
-callbacks hop back onto the event loop with ``call_soon_threadsafe``.
+A job is a function of an engine (``translate_update``, a chat completion): it tokenizes,
+calls ``engine.generate`` once or twice (a pathological final is translated again), and
+judges the result. Each job runs on its own short-lived thread and sees a
+``ScheduledEngine``, whose ``generate`` files the generation with the step scheduler and
+blocks until its sequence is done, so the model itself only ever runs on the scheduler's
+thread while many jobs advance in the same forward passes. The asyncio side awaits a
+future; streaming callbacks hop back onto the event loop with ``call_soon_threadsafe``.
 
-Priorities: finals of live captions go before partials, and requests that are cancelled
-(client gone) or superseded (a newer partial of the same segment) before they start are
-dropped without costing a forward pass.
+Bounds: jobs that have not started (no sequence yet) count against ``max_queue``; finals
+bypass it, since a final segment must always get its translation. Jobs cancelled (client
+gone) or superseded (a newer partial of the same segment) before they start are dropped
+without costing a forward pass; once running they leave the batch at the next step.
 """
 
 from __future__ import annotations
@@ -15,28 +19,37 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from app.engine.engine import ContextOverflowError, Engine
+from app.engine.engine import ContextOverflowError, Engine, GenerationRequest, GenerationResult
+from app.engine.scheduler import (
+    PRIORITY_FINAL,
+    PRIORITY_PARTIAL,
+    PRIORITY_REQUEST,
+    SchedulerConfig,
+    StepScheduler,
+)
+
+__all__ = ["PRIORITY_FINAL", "PRIORITY_PARTIAL", "PRIORITY_REQUEST", "CALLER_ERRORS",
+           "EngineWorker", "JobCancelledError", "QueueFullError", "ScheduledEngine",
+           "WorkerStoppedError", "client_identity", "mark_logged", "was_logged"]
 
 log = logging.getLogger("livetrans.worker")
 
 T = TypeVar("T")
 
-# Finals first; partials and HTTP requests share one level (first come, first served), so
-# neither a flood of requests nor of partials can starve the other.
-PRIORITY_FINAL = 0
-PRIORITY_REQUEST = 1
-PRIORITY_PARTIAL = 1
+# Who a job is for (an API key's hash, a connection): fair share between clients. Set by
+# the routes; asyncio tasks inherit it.
+client_identity: ContextVar[str | None] = ContextVar("livetrans_client", default=None)
 
 
 class QueueFullError(RuntimeError):
-    """The engine queue is at capacity (the HTTP layer answers 429)."""
+    """The engine is at capacity (the HTTP layer answers 429)."""
 
 
 class JobCancelledError(RuntimeError):
@@ -67,90 +80,187 @@ def was_logged(exc: BaseException) -> bool:
     return bool(getattr(exc, _LOGGED, False))
 
 
-@dataclass(order=True)
+@dataclass(eq=False)
 class _Job(Generic[T]):
     priority: int
     seq: int
-    fn: Callable[[Engine], T] = field(compare=False)
-    loop: asyncio.AbstractEventLoop = field(compare=False)
-    future: asyncio.Future = field(compare=False)
-    cancel: threading.Event = field(compare=False)
-    enqueued_at: float = field(compare=False, default_factory=time.perf_counter)
-    started_at: float | None = field(compare=False, default=None)
-    started: threading.Event | None = field(compare=False, default=None)
-    counted: bool = field(compare=False, default=True)  # still counted in ``_pending``
+    client: str
+    fn: Callable[[Any], T]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future
+    cancel: threading.Event
+    started: threading.Event | None = None
+    enqueued_at: float = field(default_factory=time.perf_counter)
+    started_at: float | None = None
+    counted: bool = True  # still counted as waiting in ``EngineWorker._pending``
+    exclusive: bool = False
+
+
+class ScheduledEngine:
+    """The engine as a job sees it: ``rt`` and a blocking ``generate`` on the scheduler."""
+
+    def __init__(self, worker: EngineWorker, job: _Job[Any]) -> None:
+        self._worker = worker
+        self._job = job
+
+    @property
+    def rt(self):  # noqa: ANN201 - the runtime, for tokenizing
+        return self._worker.engine.rt
+
+    def generate(self, req: GenerationRequest) -> GenerationResult:
+        job = self._job
+        if job.cancel.is_set() and job.started_at is None:
+            raise JobCancelledError("cancelled before it started")
+        gen = self._worker.engine.start(req)
+        ticket = self._worker.scheduler.submit(
+            gen, priority=job.priority, client=job.client, order=job.seq, cancel=job.cancel,
+            on_admit=lambda: self._worker._mark_started(job))
+        result = self._worker.scheduler.run(ticket)
+        if not ticket.ever_admitted and job.started_at is None:
+            raise JobCancelledError("cancelled before it started")
+        return result
 
 
 class EngineWorker:
-    """A bounded priority queue in front of one ``Engine`` on one thread."""
+    """Jobs in, results out; the model runs on the step scheduler's thread."""
 
-    def __init__(self, engine: Engine, max_queue: int = 64) -> None:
+    def __init__(self, engine: Engine, max_queue: int = 64,
+                 scheduler: SchedulerConfig | None = None,
+                 max_queue_wait_s: float | None = None,
+                 on_step: Callable[..., None] | None = None,
+                 on_admit: Callable[..., None] | None = None) -> None:
         self.engine = engine
         self.max_queue = max_queue
-        self._queue: queue.PriorityQueue[_Job[Any]] = queue.PriorityQueue()
+        self.max_queue_wait_s = max_queue_wait_s
+        self.scheduler = StepScheduler(engine, scheduler, on_step=on_step, on_admit=on_admit)
         self._seq = itertools.count()
         self._pending = 0
+        self._running = 0
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
         self._accepting = True
-        self._thread = threading.Thread(target=self._run, name="engine-worker", daemon=True)
-        self.busy_since: float | None = None
-        self.jobs_done = 0
-        self._thread.start()
 
     @property
     def depth(self) -> int:
-        """Jobs waiting to run (not counting the one running nor cancelled ones)."""
+        """Jobs waiting for their first sequence (cancelled ones no longer count)."""
         return max(0, self._pending)
+
+    @property
+    def busy_since(self) -> float | None:
+        """When the scheduler last went from idle to busy (None while idle)."""
+        return self.scheduler.busy_since
+
+    def overload(self) -> str | None:
+        """Why new work must be refused right now (None when there is room).
+
+        The queue-time bound: when work of the partial/request rank has already waited
+        longer than ``max_queue_wait_s`` for a sequence, more work would only be answered
+        later still, so it is refused at once instead (a busy error the client can act on).
+        """
+        if self.max_queue_wait_s is None:
+            return None
+        waited = self.scheduler.oldest_wait_s(rank=1)
+        if waited > self.max_queue_wait_s:
+            return (f"server busy: queued work has waited {waited:.1f} s "
+                    f"(limit {self.max_queue_wait_s:g} s); retry later")
+        return None
 
     async def submit(
         self,
-        fn: Callable[[Engine], T],
+        fn: Callable[[Any], T],
         priority: int = PRIORITY_REQUEST,
         cancel: threading.Event | None = None,
         bypass_limit: bool = False,
         started: threading.Event | None = None,
         seq: int | None = None,
+        client: str | None = None,
+        exclusive: bool = False,
     ) -> T:
-        """Run ``fn(engine)`` on the worker thread and await its result.
+        """Run ``fn(engine)`` on a job thread and await its result.
 
         ``bypass_limit`` lets finals in even when the queue is full: a final segment must
-        always get its translation. ``started`` is set when the job leaves the queue, so a
-        caller can tell a waiting job (safe to supersede) from a running one. ``seq`` (from
-        ``next_seq``) lets a replacement keep the queue position of the job it supersedes.
+        always get its translation. ``started`` is set when the job's first generation gets
+        a sequence, so a caller can tell a waiting job (safe to supersede) from a running
+        one. ``seq`` (from ``next_seq``) lets a replacement keep the queue position of the
+        job it supersedes. ``client`` (default: ``client_identity``) is the fair-share key.
         """
         loop = asyncio.get_running_loop()
         with self._lock:
             if not self._accepting:
                 raise WorkerStoppedError("the server is shutting down")
-            if not bypass_limit and self._pending >= self.max_queue:
-                raise QueueFullError(f"engine queue is full ({self.max_queue} waiting)")
+            if not bypass_limit:
+                if self._pending >= self.max_queue:
+                    raise QueueFullError(f"engine queue is full ({self.max_queue} waiting)")
             self._pending += 1
+            self._running += 1
+        if not bypass_limit:
+            busy = self.overload()
+            if busy is not None:
+                self._job_ended(None)
+                raise QueueFullError(busy)
         job: _Job[T] = _Job(
-            priority=priority, seq=next(self._seq) if seq is None else seq, fn=fn, loop=loop,
+            priority=priority, seq=next(self._seq) if seq is None else seq,
+            client=client or client_identity.get() or "anonymous", fn=fn, loop=loop,
             future=loop.create_future(), cancel=cancel or threading.Event(), started=started,
+            exclusive=exclusive,
         )
-        self._queue.put(job)
+        threading.Thread(target=self._run_job, args=(job,), name="engine-job",
+                         daemon=True).start()
         try:
             return await asyncio.shield(job.future)
         except asyncio.CancelledError:
-            # The awaiting task went away (client disconnected, superseded, timed out): stop
-            # the generation; a job that never started stops counting against the limit now.
+            # The awaiting task went away (client disconnected, superseded, timed out): the
+            # generation leaves the batch at the next step; a job that never started stops
+            # counting against the limit now.
             job.cancel.set()
             self._uncount(job)
             # nobody awaits the result any more: consume it so asyncio does not warn
             job.future.add_done_callback(lambda f: f.cancelled() or f.exception())
             raise
 
+    def _exclusive_call(self, job: _Job[Any]) -> Any:
+        self._mark_started(job)
+        return job.fn(self.engine)
+
+    def _mark_started(self, job: _Job[Any]) -> None:
+        job.started_at = time.perf_counter()
+        self._uncount(job)
+        if job.started is not None:
+            job.started.set()
+
     def _uncount(self, job: _Job[Any]) -> None:
         with self._lock:
-            if job.counted and job.started_at is None:
+            if job.counted:
                 job.counted = False
                 self._pending -= 1
 
-    @property
-    def pending(self) -> int:
-        """Jobs waiting that will still run (cancelled ones no longer count)."""
-        return self._pending
+    def _job_ended(self, job: _Job[Any] | None) -> None:
+        with self._lock:
+            if job is None:
+                self._pending -= 1
+            elif job.counted:
+                job.counted = False
+                self._pending -= 1
+            self._running -= 1
+            self._idle.notify_all()
+
+    def _run_job(self, job: _Job[Any]) -> None:
+        try:
+            if job.cancel.is_set() or job.future.cancelled():
+                raise JobCancelledError("cancelled before it started")
+            if job.exclusive:
+                result = self.scheduler.run_exclusive(lambda: self._exclusive_call(job))
+            else:
+                result = job.fn(ScheduledEngine(self, job))
+        except BaseException as exc:  # noqa: BLE001 - forwarded to the awaiting task
+            if not isinstance(exc, CALLER_ERRORS):
+                log.exception("engine job failed")
+                mark_logged(exc)
+            self._resolve(job, exc=exc)
+        else:
+            self._resolve(job, result=result)
+        finally:
+            self._job_ended(job)
 
     def next_seq(self) -> int:
         """A queue position, for callers that want to keep one across resubmissions."""
@@ -160,41 +270,25 @@ class EngineWorker:
         with self._lock:
             self._accepting = False
 
-    def shutdown(self, timeout: float = 30.0) -> None:
-        """Let queued work finish, then stop the thread."""
-        self.stop_accepting()
-        self._queue.put(_Job(priority=99, seq=next(self._seq), fn=None,  # type: ignore[arg-type]
-                             loop=None, future=None, cancel=threading.Event()))  # type: ignore[arg-type]
-        self._thread.join(timeout)
+    def drain(self, timeout: float) -> bool:
+        """Wait until every accepted job has finished (True) or ``timeout`` passed."""
+        deadline = time.monotonic() + timeout
+        with self._idle:
+            while self._running > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._idle.wait(left)
+        return True
 
-    def _run(self) -> None:
-        while True:
-            job = self._queue.get()
-            if job.fn is None:
-                return
-            with self._lock:
-                if job.counted:
-                    job.counted = False
-                    self._pending -= 1
-                job.started_at = time.perf_counter()
-            if job.cancel.is_set() or job.future.cancelled():
-                self._resolve(job, exc=JobCancelledError("cancelled before it started"))
-                continue
-            if job.started is not None:
-                job.started.set()
-            self.busy_since = job.started_at
-            try:
-                result = job.fn(self.engine)
-            except BaseException as exc:  # noqa: BLE001 - forwarded to the awaiting task
-                if not isinstance(exc, CALLER_ERRORS):
-                    log.exception("engine job failed")
-                    mark_logged(exc)
-                self._resolve(job, exc=exc)
-            else:
-                self._resolve(job, result=result)
-            finally:
-                self.busy_since = None
-                self.jobs_done += 1
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Take no more work, let accepted jobs finish (finals first: they rank first) for
+        up to ``timeout`` seconds, then stop the scheduler."""
+        self.stop_accepting()
+        if not self.drain(timeout):
+            log.warning("shutdown: %d engine jobs unfinished after %.0f s", self._running,
+                        timeout)
+        self.scheduler.stop()
 
     @staticmethod
     def _resolve(job: _Job[Any], result: Any = None, exc: BaseException | None = None) -> None:

@@ -130,7 +130,7 @@ def first_difference_gap(live_server, source: str, a: str, b: str) -> float:
         first, _ = engine.evaluate_prompt(prompt, ta[:i])
         return top2_gap(engine.row(first + i))
 
-    return asyncio.run(worker.submit(job))
+    return asyncio.run(worker.submit(job, exclusive=True))
 
 
 @pytest.mark.parametrize("frame", [
@@ -180,7 +180,7 @@ def _engine_blocker(live_server):  # noqa: ANN202 - (Event, Thread)
     worker = live_server.app.state.livetrans.worker
     gate = threading.Event()
     return gate, threading.Thread(target=lambda: asyncio.run(worker.submit(
-        lambda _engine: gate.wait(30))), daemon=True)
+        lambda _engine: gate.wait(30), exclusive=True)), daemon=True)
 
 
 def test_a_final_is_not_held_up_by_its_connections_queued_partial(live_server) -> None:

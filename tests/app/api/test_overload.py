@@ -25,7 +25,8 @@ def _block(server) -> threading.Event:
     gate = threading.Event()
     worker = server.app.state.livetrans.worker
     # holds the engine until released (at most 30 s)
-    threading.Thread(target=lambda: asyncio.run(worker.submit(lambda _e: gate.wait(30))),
+    threading.Thread(target=lambda: asyncio.run(worker.submit(lambda _e: gate.wait(30),
+                                                              exclusive=True)),
                      daemon=True).start()
     return gate
 
