@@ -22,14 +22,17 @@ serve: setup
 lint: setup
 	$(BIN)/ruff check .
 
-# The browser test drives Debian's Chromium and the scale-out test Debian's nginx; without
+# The browser test drives Debian's Chromium, the scale-out test Debian's nginx and the
+# speech-to-captions test Debian's espeak-ng (its speech synthesiser); without
 # root or apt they are skipped, not failed.
 system-deps:
-	@command -v chromium >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1 || { \
+	@command -v chromium >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1 && \
+	  command -v espeak-ng >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      chromium nginx-light; \
-	  else echo "chromium/nginx missing: the browser and scale-out tests will be skipped"; fi; }
+	      chromium nginx-light espeak-ng; \
+	  else echo "chromium/nginx/espeak-ng missing: the browser, scale-out and speech tests" \
+	    "will be skipped"; fi; }
 
 test: setup system-deps
 	$(BIN)/ruff check .

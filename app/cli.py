@@ -117,7 +117,7 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "drafter-bench": ("eval.drafter_bench", "main", "drafter chains vs plain decoding"),
     "ssbd-bench": ("eval.ssbd_bench", "main", "AR vs SSBD on FLORES lag-k streams"),
     "eval": ("eval.harness", "main", "the evaluation harness (tables, plots)"),
-    "caption": ("clients.caption", "main", "live-caption client replaying ASR streams"),
+    "caption": ("clients.caption", "main", "live-caption client: ASR streams or speech"),
     "load-test": ("clients.load_test", "main", "many live sessions + HTTP load (loopback)"),
 }
 

@@ -2,13 +2,16 @@
 
     livetrans caption --file ASR.jsonl [--limit 20] [--speed 1 | --fast] [--target-lang de]
     some-asr | livetrans caption --stdin --target-lang de
+    livetrans caption --audio talk.wav [--fast] --target-lang de    (or --audio - for PCM)
 
 It replays recorded ASR streams (JSONL, one utterance per line with timed partial/final
 events; see shared/data/asr_partials/README.md) in real time, honouring the ``t`` offsets
 (``--speed 2`` is twice as fast, ``--fast`` sends as fast as possible), or reads partials
 from stdin, one JSON object per line (``{"type": "partial"|"final", "text": ...}``), so any
-real ASR can be piped in. The terminal shows the live captions: finals scroll up, the
-current segment shows its ``display_text`` (the masked tail stays hidden). At the end it
+real ASR can be piped in, or runs the embedded PocketSphinx ASR on speech (``--audio``: a
+WAV file replayed in real time, or raw 16 kHz PCM on stdin; see clients/audio.py). The
+terminal shows the live captions: finals scroll up, the current segment shows its
+``display_text`` (the masked tail stays hidden). At the end it
 prints per-stream statistics: captions, finals, time from each final to its caption
 (p50/p95), normalized erasure of the displayed captions, and A/O.
 """
@@ -21,6 +24,7 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +35,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from app.engine.draft_stats import DraftStats
 from app.usage import UsageError, require_file
+from clients.audio import AudioSource, open_audio
 from clients.urls import live_url
 from eval.metrics.erasure import normalized_erasure
 from eval.metrics.speed import percentile
@@ -56,6 +62,15 @@ class RunStats:
     # were translated again from scratch: "copy" -> count
     drafts_dropped: Counter[str] = field(default_factory=Counter)
     finals_retried: Counter[str] = field(default_factory=Counter)
+    # draft tokens proposed / accepted by source over every caption (``stats.drafts``)
+    drafts: DraftStats = field(default_factory=DraftStats)
+
+    def count_drafts(self, caption_stats: dict[str, Any]) -> None:
+        """Add a caption's ``stats.drafts`` (absent from servers older than the field)."""
+        drafts = caption_stats.get("drafts") or {}
+        accepted = drafts.get("accepted", {})
+        for name, n in drafts.get("proposed", {}).items():
+            self.drafts.add(name, n, accepted.get(name, 0))
 
     def seg(self, n: int) -> SegmentLog:
         return self.segments.setdefault(n, SegmentLog())
@@ -81,7 +96,14 @@ class RunStats:
             "errors": len(self.errors),
             "drafts_dropped": _reasons(self.drafts_dropped),
             "finals_retried": _reasons(self.finals_retried),
+            "drafts_accepted": _by_source(self.drafts),
         }
+
+
+def _by_source(drafts: DraftStats) -> str:
+    """``ssbd 40/52, ngram 3/9`` (accepted/proposed draft tokens; or ``0``)."""
+    return ", ".join(f"{name} {drafts.accepted.get(name, 0)}/{n}"
+                     for name, n in sorted(drafts.proposed.items())) or "0"
 
 
 def _reasons(counts: Counter[str]) -> str:
@@ -174,6 +196,7 @@ async def _receiver(ws, stats: RunStats, view: CaptionView) -> None:
             seg.displays.append(msg["display_text"])
             view.caption(msg)
             verdict = msg.get("stats", {})
+            stats.count_drafts(verdict)
             if verdict.get("draft_dropped") and not msg["final"]:
                 stats.drafts_dropped[verdict["draft_dropped"]] += 1
             if verdict.get("retried"):
@@ -203,7 +226,8 @@ async def _send_utterances(ws, utterances: list[dict], speed: float | None,
                 stats.seg(seg).final_sent_at = time.perf_counter()
 
 
-async def _send_stdin(ws, stats: RunStats) -> None:
+async def _stdin_events() -> AsyncIterator[dict]:
+    """Updates read from stdin, one JSON object a line; a final closes its segment."""
     loop = asyncio.get_running_loop()
     seg = 0
     number = 0
@@ -220,14 +244,29 @@ async def _send_stdin(ws, stats: RunStats) -> None:
             segment = int(ev.get("segment", seg))
         except (TypeError, ValueError):
             raise UsageError(f"stdin line {number}: 'segment' must be an integer") from None
-        await ws.send(json.dumps({"type": ev["type"], "segment": segment, "text": ev["text"]}))
+        yield {"type": ev["type"], "segment": segment, "text": ev["text"]}
         if ev["type"] == "final":
-            stats.seg(segment).final_sent_at = time.perf_counter()
             seg = segment + 1
 
 
+async def _audio_events(audio: AudioSource, speed: float | None) -> AsyncIterator[dict]:
+    """Updates from the embedded ASR, decoded (and paced) on a worker thread."""
+    loop = asyncio.get_running_loop()
+    events = audio.events(speed)
+    while (ev := await loop.run_in_executor(None, next, events, None)) is not None:
+        yield ev
+
+
+async def _send_events(ws, events: AsyncIterator[dict], stats: RunStats) -> None:
+    async for ev in events:
+        await ws.send(json.dumps({"type": ev["type"], "segment": ev["segment"],
+                                  "text": ev["text"]}))
+        if ev["type"] == "final":
+            stats.seg(ev["segment"]).final_sent_at = time.perf_counter()
+
+
 async def run_client(args: argparse.Namespace, utterances: list[dict] | None,
-                     console: Console) -> RunStats:
+                     console: Console, audio: AudioSource | None = None) -> RunStats:
     stats = RunStats()
     start = {"type": "start", "target_lang": args.target_lang, "source_lang": args.source_lang,
              "beta": args.beta, "mask_k": args.mask_k}
@@ -257,7 +296,9 @@ async def run_client(args: argparse.Namespace, utterances: list[dict] | None,
                     await _send_utterances(ws, utterances, None if args.fast else args.speed,
                                            stats)
                 else:
-                    await _send_stdin(ws, stats)
+                    speed = None if args.fast else args.speed
+                    events = _stdin_events() if audio is None else _audio_events(audio, speed)
+                    await _send_events(ws, events, stats)
                 await ws.send(json.dumps({"type": "stop"}))
                 await receiver
             finally:
@@ -276,8 +317,13 @@ def main(argv: list[str] | None = None) -> int:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--file", type=Path, help="ASR partials JSONL to replay")
     src.add_argument("--stdin", action="store_true", help="read partials from stdin")
+    src.add_argument("--audio", metavar="WAV|-",
+                     help="speech in: a WAV file, or '-' for raw 16 kHz s16le mono PCM on "
+                          "stdin, recognised by the embedded PocketSphinx ASR "
+                          "(pip install 'livetrans[audio]')")
     ap.add_argument("--limit", type=int, default=None, help="first N utterances of --file")
-    ap.add_argument("--speed", type=float, default=1.0, help="replay speed factor")
+    ap.add_argument("--speed", type=float, default=1.0,
+                    help="replay speed factor (--file, and an --audio file)")
     ap.add_argument("--fast", action="store_true", help="send as fast as possible")
     ap.add_argument("--target-lang", default="de")
     ap.add_argument("--source-lang", default="en")
@@ -289,10 +335,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="no live rendering, stats only")
     ap.add_argument("--json", action="store_true", help="print the statistics as JSON")
     args = ap.parse_args(argv)
+    if not args.speed > 0:
+        raise UsageError(f"--speed must be a positive factor, got {args.speed}")
 
     console = Console(stderr=False)
     utterances = load_utterances(args.file, args.limit) if args.file else None
-    stats = asyncio.run(run_client(args, utterances, console))
+    # the audio is checked (file, format, PocketSphinx) before the server is contacted
+    audio = open_audio(args.audio) if args.audio else None
+    stats = asyncio.run(run_client(args, utterances, console, audio))
     unit = "char" if args.target_lang in ("zh", "ja") else "word"
     summary = stats.summary(unit)
     if args.json:

@@ -1,0 +1,433 @@
+"""Speech in, ASR updates out: the embedded recogniser behind ``livetrans caption --audio``.
+
+    livetrans caption --audio talk.wav --target-lang de        # a WAV file, in real time
+    arecord -q -r 16000 -f S16_LE -c 1 | livetrans caption --audio -   # raw PCM on stdin
+
+PocketSphinx installs from PyPI with its US English model inside the wheel, so speech to
+captions works on a fresh machine with nothing else to download (``pip install
+'livetrans[audio]'``). Its words are rough next to a modern ASR; any other recogniser can
+still feed JSON lines to ``livetrans caption --stdin``. This module yields exactly those
+updates (``{"type": "partial"|"final", "segment": n, "text": ...}``), so the caption client
+treats both sources alike.
+
+The pipeline: any PCM or float WAV (or raw 16 kHz s16le mono on stdin) is read in 100 ms
+chunks, downmixed and resampled to 16 kHz mono, optionally paced to real time (a file
+replays as if someone were speaking), cut into utterances by PocketSphinx's voice-activity
+endpointer, and decoded incrementally: a partial whenever the hypothesis changes, one final
+per utterance. Decoding is synchronous and CPU-bound; the caption client runs the
+generator on a worker thread.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, BinaryIO
+
+import numpy as np
+
+from app.usage import UsageError, require_file
+
+RATE = 16000  # PocketSphinx's default model is a 16 kHz one
+CHUNK_S = 0.1  # feed granularity: partials at most every 100 ms
+INSTALL_HINT = "pip install 'livetrans[audio]' (or: pip install pocketsphinx)"
+
+_PCM, _FLOAT, _EXTENSIBLE = 1, 3, 0xFFFE
+_FORMAT_NAMES = {2: "MS ADPCM", 6: "A-law", 7: "mu-law", 17: "IMA ADPCM", 85: "MP3"}
+# the sub-format GUIDs of WAVE_FORMAT_EXTENSIBLE end in this; the first two bytes carry
+# the plain format tag (1 = PCM, 3 = float)
+_GUID_TAIL = b"\x00\x00\x00\x00\x10\x00\x80\x00\x00\xaa\x00\x38\x9b\x71"
+
+
+@dataclass(frozen=True)
+class WavFormat:
+    """What a WAV's ``fmt `` chunk says about its samples."""
+
+    encoding: str  # "pcm" (signed integers; 8-bit is unsigned) or "float"
+    sample_rate: int
+    channels: int
+    bits: int
+
+    @property
+    def frame_bytes(self) -> int:
+        return self.channels * self.bits // 8
+
+
+class WavReader:
+    """A RIFF/WAVE file read block by block, so a long recording never sits in memory.
+
+    Python 3.11's ``wave`` module reads 8/16/24/32-bit PCM only and refuses
+    WAVE_FORMAT_EXTENSIBLE, which is what most recorders write for 24-bit or multichannel
+    audio; this small parser also takes float and extensible WAVs, and names the problem
+    in one line for anything else (compressed, truncated, not a WAV).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: BinaryIO = path.open("rb")
+        try:
+            self.format, self._remaining = self._parse_header()
+        except BaseException:
+            self._file.close()
+            raise
+
+    def _fail(self, why: str) -> UsageError:
+        return UsageError(f"--audio {self.path}: {why}")
+
+    def _parse_header(self) -> tuple[WavFormat, int]:
+        f = self._file
+        head = f.read(12)
+        if len(head) < 12 or head[:4] not in (b"RIFF", b"RF64") or head[8:12] != b"WAVE":
+            raise self._fail("not a WAV file (no RIFF/WAVE header); give a .wav file, or "
+                             "'-' for raw 16 kHz 16-bit mono PCM on stdin")
+        fmt: WavFormat | None = None
+        while True:
+            chunk = f.read(8)
+            if len(chunk) < 8:
+                raise self._fail("WAV file without a data chunk (truncated?)")
+            cid, size = chunk[:4], struct.unpack("<I", chunk[4:])[0]
+            if cid == b"fmt ":
+                fmt = self._parse_fmt(f.read(size))
+                if size % 2:
+                    f.read(1)
+            elif cid == b"data":
+                if fmt is None:
+                    raise self._fail("WAV data comes before its format chunk")
+                # 0xFFFFFFFF (or a size past the end): a WAV written to a pipe, or RF64;
+                # read to the end of the file
+                return fmt, (size if size not in (0, 0xFFFFFFFF) else -1)
+            else:
+                f.seek(size + size % 2, 1)
+
+    def _parse_fmt(self, body: bytes) -> WavFormat:
+        if len(body) < 16:
+            raise self._fail("WAV format chunk is truncated")
+        tag, channels, rate, _, _, bits = struct.unpack("<HHIIHH", body[:16])
+        if tag == _EXTENSIBLE and len(body) >= 40 and body[26:40] == _GUID_TAIL:
+            tag = struct.unpack("<H", body[24:26])[0]
+        if tag == _PCM and bits in (8, 16, 24, 32):
+            encoding = "pcm"
+        elif tag == _FLOAT and bits in (32, 64):
+            encoding = "float"
+        else:
+            name = _FORMAT_NAMES.get(tag, f"format tag {tag}")
+            kind = f"{bits}-bit PCM" if tag == _PCM else name
+            raise self._fail(f"unsupported WAV encoding ({kind}); use 8/16/24/32-bit PCM or "
+                             "32/64-bit float, e.g. ffmpeg -i IN -ar 16000 -ac 1 OUT.wav")
+        if channels < 1 or rate < 1000:
+            raise self._fail(f"implausible WAV format ({channels} channels at {rate} Hz)")
+        return WavFormat(encoding, rate, channels, bits)
+
+    def blocks(self, frames: int) -> Iterator[np.ndarray]:
+        """Blocks of up to ``frames`` frames, shape ``(n, channels)``, int16 scale floats."""
+        size = frames * self.format.frame_bytes
+        carry = b""
+        try:
+            while self._remaining != 0:
+                want = size if self._remaining < 0 else min(size, self._remaining)
+                raw = self._file.read(want)
+                if not raw:
+                    break
+                if self._remaining > 0:
+                    self._remaining -= len(raw)
+                raw = carry + raw
+                usable = len(raw) - len(raw) % self.format.frame_bytes
+                carry = raw[usable:]
+                if usable:
+                    yield decode_samples(raw[:usable], self.format)
+        finally:
+            self._file.close()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def decode_samples(raw: bytes, fmt: WavFormat) -> np.ndarray:
+    """Interleaved sample bytes as ``(frames, channels)`` floats on the int16 scale."""
+    if fmt.encoding == "float":
+        x = np.frombuffer(raw, dtype="<f4" if fmt.bits == 32 else "<f8") * 32768.0
+    elif fmt.bits == 8:  # 8-bit WAV is unsigned
+        x = (np.frombuffer(raw, dtype=np.uint8).astype(np.float64) - 128.0) * 256.0
+    elif fmt.bits == 16:
+        x = np.frombuffer(raw, dtype="<i2").astype(np.float64)
+    elif fmt.bits == 24:
+        b = np.frombuffer(raw, dtype=np.uint8).reshape(-1, 3).astype(np.int32)
+        v = b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16)
+        x = (np.where(v >= 1 << 23, v - (1 << 24), v) / 256.0).astype(np.float64)
+    else:
+        x = np.frombuffer(raw, dtype="<i4") / 65536.0
+    return np.asarray(x, dtype=np.float64).reshape(-1, fmt.channels)
+
+
+def downmix(block: np.ndarray) -> np.ndarray:
+    """Mono as the mean of the channels (a 1-D block is already mono)."""
+    return block if block.ndim == 1 else block.mean(axis=1)
+
+
+def lowpass_taps(rate_in: int, rate_out: int = RATE) -> np.ndarray:
+    """A windowed-sinc low-pass below the output's Nyquist frequency.
+
+    Without it, downsampling 44.1/48 kHz speech folds everything above 8 kHz (fricatives,
+    noise) back into the band the recogniser listens to.
+    """
+    ratio = rate_in / rate_out
+    half = int(np.ceil(8 * ratio))
+    n = np.arange(-half, half + 1)
+    cutoff = 0.45 / ratio  # cycles per input sample: 0.9 of the output's Nyquist
+    taps = 2 * cutoff * np.sinc(2 * cutoff * n) * np.blackman(2 * half + 1)
+    return taps / taps.sum()
+
+
+class Resampler:
+    """Streaming sample-rate conversion to 16 kHz: block by block, exact across blocks.
+
+    Linear interpolation, after a low-pass when downsampling. Positions are kept as exact
+    integers (output sample ``k`` sits at input sample ``k * rate_in / rate_out``), so a
+    stream cut into any blocks gives the same samples as the whole stream at once, and a
+    long recording does not drift.
+    """
+
+    def __init__(self, rate_in: int, rate_out: int = RATE) -> None:
+        self.rate_in, self.rate_out = rate_in, rate_out
+        self.taps = lowpass_taps(rate_in, rate_out) if rate_in > rate_out else None
+        self._history = np.zeros(0 if self.taps is None else len(self.taps) - 1)
+        self._buf = np.zeros(0)  # filtered input not yet fully consumed
+        self._buf_start = 0  # index of _buf[0] in the filtered input stream
+        self._next_out = 0  # index of the next output sample
+
+    def process(self, block: np.ndarray) -> np.ndarray:
+        """The output samples that ``block`` (mono floats) completes."""
+        block = np.asarray(block, dtype=np.float64)
+        if self.rate_in == self.rate_out:
+            return block
+        if self.taps is not None:
+            padded = np.concatenate([self._history, block])
+            self._history = padded[len(padded) - (len(self.taps) - 1):]
+            block = np.convolve(padded, self.taps, mode="valid")
+        buf = np.concatenate([self._buf, block])
+        end = self._buf_start + len(buf)  # input samples available: [_buf_start, end)
+        # output k needs input floor(pos) and floor(pos)+1 with pos = k*rate_in/rate_out
+        last = ((end - 1) * self.rate_out - 1) // self.rate_in if end > 1 else -1
+        ks = np.arange(self._next_out, last + 1)
+        out = np.zeros(0)
+        if len(ks):
+            num = ks * self.rate_in
+            idx = num // self.rate_out
+            frac = (num % self.rate_out) / self.rate_out
+            local = idx - self._buf_start
+            out = buf[local] * (1 - frac) + buf[local + 1] * frac
+            self._next_out = int(ks[-1]) + 1
+        keep_from = (self._next_out * self.rate_in) // self.rate_out
+        keep_from = min(keep_from, end - 1) if end else 0
+        self._buf = buf[keep_from - self._buf_start:]
+        self._buf_start = keep_from
+        return out
+
+
+def to_pcm16(samples: np.ndarray) -> bytes:
+    """Floats on the int16 scale as 16-bit little-endian PCM (clipped, rounded)."""
+    return np.clip(np.round(samples), -32768, 32767).astype("<i2").tobytes()
+
+
+def rechunk(blocks: Iterable[bytes], chunk_bytes: int) -> Iterator[bytes]:
+    """Byte blocks of any size as chunks of exactly ``chunk_bytes`` (the last may be short).
+
+    Always a whole number of 16-bit samples: an odd trailing byte is dropped.
+    """
+    buf = bytearray()
+    for block in blocks:
+        buf += block
+        while len(buf) >= chunk_bytes:
+            yield bytes(buf[:chunk_bytes])
+            del buf[:chunk_bytes]
+    tail = len(buf) - len(buf) % 2
+    if tail:
+        yield bytes(buf[:tail])
+
+
+def wav_pcm_blocks(reader: WavReader, block_s: float = CHUNK_S) -> Iterator[bytes]:
+    """A WAV's audio as 16 kHz mono s16le byte blocks (sizes vary with resampling)."""
+    resampler = Resampler(reader.format.sample_rate)
+    frames = max(1, int(reader.format.sample_rate * block_s))
+    for block in reader.blocks(frames):
+        out = resampler.process(downmix(block))
+        if len(out):
+            yield to_pcm16(out)
+
+
+def stream_blocks(stream: IO[bytes], block_bytes: int) -> Iterator[bytes]:
+    """Raw bytes from a stream (stdin), as they come, until end of input."""
+    read = getattr(stream, "read1", stream.read)
+    while True:
+        data = read(block_bytes)
+        if not data:
+            return
+        yield data
+
+
+def paced(chunks: Iterable[bytes], speed: float | None, rate: int = RATE) -> Iterator[bytes]:
+    """Chunks released no faster than real time times ``speed`` (``None``: no pacing).
+
+    A file replays as a microphone would deliver it, so partials, finals and their
+    latencies look like a live talk; a recogniser slower than real time is never waited for.
+    """
+    start = time.perf_counter()
+    audio_s = 0.0
+    for chunk in chunks:
+        if speed is not None:
+            delay = start + audio_s / speed - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+        audio_s += len(chunk) / 2 / rate
+        yield chunk
+
+
+def load_pocketsphinx() -> Any:
+    """The ``pocketsphinx`` module, or a one-line ``UsageError`` telling how to install it."""
+    try:
+        import pocketsphinx
+    except ImportError:
+        raise UsageError(f"--audio needs PocketSphinx, which is not installed: {INSTALL_HINT}"
+                         ) from None
+    return pocketsphinx
+
+
+def tidy(text: str, final: bool) -> str:
+    """PocketSphinx's lower-case words as caption text: ``I`` and a capital to start.
+
+    A final also gets a full stop, so the translator sees a sentence. Partials are not
+    given one, so each partial stays a prefix of its final (what SSBD drafts from).
+    """
+    words = ["I" if w == "i" else "I'" + w[2:] if w.startswith("i'") else w
+             for w in text.split()]
+    out = " ".join(words)
+    out = out[:1].upper() + out[1:]
+    return out + "." if final and out and out[-1] not in ".?!" else out
+
+
+class Recognizer:
+    """PocketSphinx with its endpointer: 16 kHz PCM in, partial/final updates out.
+
+    The endpointer (a VAD with a 0.3 s decision window) decides where utterances begin and
+    end; each becomes one segment. The decoder sees only speech, utterance by utterance, and
+    is asked for its hypothesis once per fed chunk, so partials come at most every chunk and
+    only when the words changed.
+    """
+
+    def __init__(self, pocketsphinx: Any | None = None) -> None:
+        ps = pocketsphinx or load_pocketsphinx()
+        self.endpointer = ps.Endpointer(sample_rate=RATE)
+        # the wheel's default US English model; FATAL keeps its INFO log off the terminal
+        self.decoder = ps.Decoder(samprate=RATE, loglevel="FATAL")
+        self.frame_bytes: int = self.endpointer.frame_bytes
+        self.segment = 0
+        self._pending = b""  # bytes short of one endpointer frame
+        self._speech = bytearray()  # speech the decoder has not seen yet
+        self._in_utt = False
+        self._last = ""  # the last partial sent in this utterance
+
+    def feed(self, pcm: bytes) -> list[dict]:
+        """Updates for one chunk of 16 kHz s16le mono audio."""
+        data = self._pending + pcm
+        n = len(data) - len(data) % self.frame_bytes
+        self._pending = data[n:]
+        events: list[dict] = []
+        for i in range(0, n, self.frame_bytes):
+            self._frame(self.endpointer.process(data[i:i + self.frame_bytes]), events)
+        if self._in_utt:
+            self._decode()
+            self._partial(events)
+        return events
+
+    def finish(self) -> list[dict]:
+        """Updates at the end of the audio: the utterance still open is made final."""
+        events: list[dict] = []
+        if self.endpointer.in_speech:
+            speech = self.endpointer.end_stream(self._pending)
+            self._pending = b""
+            if speech:
+                if not self._in_utt:
+                    self._start()
+                self._speech += speech
+        if self._in_utt:
+            self._end(events)
+        return events
+
+    def _frame(self, speech: bytes | None, events: list[dict]) -> None:
+        if speech is None:
+            return
+        if not self._in_utt:
+            self._start()
+        self._speech += speech
+        if not self.endpointer.in_speech:
+            self._end(events)
+
+    def _start(self) -> None:
+        self.decoder.start_utt()
+        self._in_utt = True
+        self._last = ""
+
+    def _decode(self) -> None:
+        if self._speech:
+            self.decoder.process_raw(bytes(self._speech))
+            self._speech.clear()
+
+    def _words(self) -> str:
+        hyp = self.decoder.hyp()
+        return "" if hyp is None else " ".join(hyp.hypstr.split())
+
+    def _partial(self, events: list[dict]) -> None:
+        words = self._words()
+        if words and words != self._last:
+            self._last = words
+            events.append({"type": "partial", "segment": self.segment,
+                           "text": tidy(words, final=False)})
+
+    def _end(self, events: list[dict]) -> None:
+        self._decode()
+        self.decoder.end_utt()
+        self._in_utt = False
+        # the final's search can come up empty where partials did not: keep the last partial
+        # (the server needs text for a final, and the viewers saw those words)
+        words = self._words() or self._last
+        if words:
+            events.append({"type": "final", "segment": self.segment,
+                           "text": tidy(words, final=True)})
+            self.segment += 1
+
+
+@dataclass
+class AudioSource:
+    """An opened ``--audio`` input: checked before the client connects to the server."""
+
+    name: str
+    reader: WavReader | None  # None: raw PCM on stdin
+    recognizer: Recognizer
+
+    def events(self, speed: float | None) -> Iterator[dict]:
+        """The updates for the whole input; a file is paced by ``speed``, stdin is not."""
+        chunk_bytes = int(RATE * CHUNK_S) * 2
+        if self.reader is not None:
+            blocks = wav_pcm_blocks(self.reader)
+        else:
+            speed = None  # whoever writes stdin sets the pace
+            blocks = stream_blocks(sys.stdin.buffer, chunk_bytes)
+        for chunk in paced(rechunk(blocks, chunk_bytes), speed):
+            yield from self.recognizer.feed(chunk)
+        yield from self.recognizer.finish()
+
+
+def open_audio(path: str) -> AudioSource:
+    """``--audio PATH|-`` checked up front: missing file, non-WAV, missing PocketSphinx."""
+    if path == "-":
+        return AudioSource("stdin", None, Recognizer(load_pocketsphinx()))
+    reader = WavReader(require_file(path, "--audio"))
+    try:
+        return AudioSource(str(reader.path), reader, Recognizer(load_pocketsphinx()))
+    except BaseException:
+        reader.close()
+        raise
