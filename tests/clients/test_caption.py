@@ -6,7 +6,7 @@ import io
 import json
 import sys
 
-from clients.caption import main
+from clients.caption import RunStats, main
 
 
 def test_replay_prints_stream_statistics(live_server, shared_data, capsys) -> None:
@@ -18,6 +18,7 @@ def test_replay_prints_stream_statistics(live_server, shared_data, capsys) -> No
     assert stats["finals"] == 2 and stats["errors"] == 0
     assert stats["captions"] >= 2 and stats["final_to_caption_ms_p50"] > 0
     assert stats["ne_display"] is not None
+    assert "/" in stats["drafts_accepted"]  # accepted/proposed by source, e.g. "ngram 29/49"
 
 
 def test_partials_from_stdin(live_server, monkeypatch, capsys) -> None:
@@ -30,3 +31,13 @@ def test_partials_from_stdin(live_server, monkeypatch, capsys) -> None:
                  "--target-lang", "ja"]) == 0
     stats = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert stats["finals"] == 2
+
+
+def test_draft_counts_by_source_add_up_over_captions() -> None:
+    stats = RunStats()
+    stats.count_drafts({"drafts": {"proposed": {"ssbd": 5, "ngram": 2},
+                                   "accepted": {"ssbd": 4, "ngram": 0}}})
+    stats.count_drafts({"drafts": {"proposed": {"ssbd": 3}, "accepted": {"ssbd": 3}}})
+    stats.count_drafts({"draft_tokens": 1})  # a server without the field: nothing counted
+    assert stats.summary("word")["drafts_accepted"] == "ngram 0/2, ssbd 7/8"
+    assert RunStats().summary("word")["drafts_accepted"] == "0"
