@@ -1,7 +1,4 @@
-"""The worker on a stand-in engine object: ordering, limits, cancellation.
-
-(The worker never looks inside the engine; the real model runs in the API tests.)
-"""
+"""Engine jobs: cancellation, bounds and error classification of ``EngineWorker``."""
 
 from __future__ import annotations
 
@@ -11,53 +8,75 @@ import time
 
 import pytest
 
+from app.engine.engine import GenerationRequest
 from app.engine.worker import (
     PRIORITY_FINAL,
-    PRIORITY_PARTIAL,
     EngineWorker,
     JobCancelledError,
     QueueFullError,
 )
+from app.prompts import FewShotFormat
 
 
-def test_priority_queue_limits_and_cancel() -> None:
+def _request(rt, source: str = "Good morning, everyone.") -> GenerationRequest:
+    prompt = rt.tokenize(FewShotFormat().translation(source, "en", "de").text, add_bos=True)
+    return GenerationRequest(prompt_tokens=prompt, max_tokens=16, stop_strings=("\n",))
+
+
+def test_queue_bound_counts_waiting_jobs_and_finals_bypass_it() -> None:
+    worker = EngineWorker(engine=object(), max_queue=2)  # type: ignore[arg-type]
     gate = threading.Event()
-    order: list[str] = []
-    worker = EngineWorker(engine=object(), max_queue=3)  # type: ignore[arg-type]
-
-    def job(name: str):
-        def run(_engine):
-            if name == "blocker":
-                gate.wait(5)
-            order.append(name)
-            return name
-        return run
 
     async def main() -> None:
-        blocker = asyncio.create_task(worker.submit(job("blocker")))
-        await asyncio.sleep(0.05)
-        partial = asyncio.create_task(worker.submit(job("partial"), priority=PRIORITY_PARTIAL))
-        cancel = threading.Event()
-        dropped = asyncio.create_task(worker.submit(job("dropped"), cancel=cancel))
-        final = asyncio.create_task(worker.submit(job("final"), priority=PRIORITY_FINAL))
+        held = [asyncio.create_task(worker.submit(lambda _e: gate.wait(10))) for _ in range(2)]
         await asyncio.sleep(0.05)
         with pytest.raises(QueueFullError):
-            await worker.submit(job("overflow"))
-        # finals get in even when the queue is full
-        extra = asyncio.create_task(worker.submit(job("final2"), priority=PRIORITY_FINAL,
+            await worker.submit(lambda _e: None)
+        final = asyncio.create_task(worker.submit(lambda _e: "final", priority=PRIORITY_FINAL,
                                                   bypass_limit=True))
-        cancel.set()
-        await asyncio.sleep(0.05)
+        assert await final == "final"
         gate.set()
-        assert await blocker == "blocker"
-        with pytest.raises(JobCancelledError):
-            await dropped
-        assert await final == "final" and await extra == "final2"
-        assert await partial == "partial"
+        await asyncio.gather(*held)
 
     asyncio.run(main())
-    assert order == ["blocker", "final", "final2", "partial"]
-    worker.shutdown()
+    assert worker.depth == 0
+    worker.shutdown(timeout=5)
+
+
+def test_a_job_cancelled_while_waiting_costs_no_forward_pass(engine) -> None:
+    worker = EngineWorker(engine, max_queue=4)
+    gate = threading.Event()
+    passes = engine.forward_passes
+    req = _request(engine.rt)
+
+    async def main() -> None:
+        blocker = asyncio.create_task(worker.submit(lambda _e: gate.wait(10), exclusive=True))
+        await asyncio.sleep(0.1)  # the engine is held
+        waiting = asyncio.create_task(worker.submit(lambda e: e.generate(req)))
+        await asyncio.sleep(0.1)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        gate.set()
+        await blocker
+
+    asyncio.run(main())
+    worker.shutdown(timeout=10)
+    assert engine.forward_passes == passes
+
+
+def test_cancel_flag_set_before_start_raises_job_cancelled(engine) -> None:
+    worker = EngineWorker(engine, max_queue=4)
+    cancel = threading.Event()
+    cancel.set()
+    req = _request(engine.rt)
+
+    async def main() -> None:
+        with pytest.raises(JobCancelledError):
+            await worker.submit(lambda e: e.generate(req), cancel=cancel)
+
+    asyncio.run(main())
+    worker.shutdown(timeout=10)
 
 
 def test_awaiting_task_cancellation_sets_the_job_cancel_flag() -> None:
@@ -81,7 +100,7 @@ def test_awaiting_task_cancellation_sets_the_job_cancel_flag() -> None:
             await task
 
     asyncio.run(main())
-    worker.shutdown()
+    worker.shutdown(timeout=5)
     assert flag_seen == [True]
 
 
@@ -107,7 +126,26 @@ def test_only_typed_input_errors_skip_the_traceback(caplog) -> None:
 
     with caplog.at_level("ERROR", logger="livetrans.worker"):
         bug, caller = asyncio.run(main())
-    worker.shutdown()
+    worker.shutdown(timeout=5)
     logged = [r for r in caplog.records if r.name == "livetrans.worker"]
     assert len(logged) == 1 and logged[0].exc_info and logged[0].exc_info[1] is bug
     assert was_logged(bug) and not was_logged(caller)
+
+
+def test_shutdown_lets_accepted_work_finish_within_the_grace(engine) -> None:
+    worker = EngineWorker(engine, max_queue=4)
+    req = _request(engine.rt, "Thank you all for coming.")
+    results: list = []
+
+    def submit_and_keep() -> None:
+        results.append(asyncio.run(worker.submit(lambda e: e.generate(req),
+                                                  priority=PRIORITY_FINAL)))
+
+    thread = threading.Thread(target=submit_and_keep)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while worker.scheduler.busy_since is None and time.monotonic() < deadline:
+        time.sleep(0.005)  # the final is accepted and running
+    worker.shutdown(timeout=60)
+    thread.join(5)
+    assert results and results[0].finish_reason != "cancelled" and results[0].text.strip()
