@@ -344,3 +344,13 @@ def policy_frontier(rows: list[dict], dataset: str, lang: str, out_dir: Path,
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def display_section(records: list[dict], modes: list[str], mask_ks: list[int],
+                    detokenize: Callable | None, out_dir: Path) -> str:
+    """Display policies (``eval/display_eval.py``): one table per mode, flicker vs latency
+    plot; writes ``display.md`` and ``display_summary.json`` into ``out_dir`` and returns
+    the markdown for ``tables.md``. The hook for the harness's ``--display-modes``."""
+    from eval.display_eval import display_report
+
+    return display_report(records, modes, mask_ks, detokenize, out_dir)
