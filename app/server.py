@@ -29,7 +29,7 @@ from app.api.route_labels import label_routes, route_label
 from app.engine.engine import Engine
 from app.engine.runtime import LlamaRuntime, RuntimeConfig
 from app.engine.scheduler import PRIORITY_NAMES, SchedulerConfig
-from app.engine.worker import EngineWorker
+from app.engine.worker import EngineWorker, client_identity
 from app.model_files import DEFAULT_MODEL_ID, model_id_for, resolve_model_path
 from app.prompts import ChatTemplateFormat, choose_prompt_format, render_plain_chat
 from app.sessions import SessionStore
@@ -77,6 +77,7 @@ def _load_engine(state: ServerState, model_path: Path) -> None:
             on_admit=lambda ticket, waited: metrics.observe_admission(
                 PRIORITY_NAMES.get(ticket.priority, "other"), waited,
                 preempted=ticket.gen.result.preemptions > 0 and ticket.ever_admitted),
+            on_refuse=lambda reason: metrics.admission_refusals.labels(reason).inc(),
         )
         from app.drafting import ChainBuilder
 
@@ -149,6 +150,9 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         else:
             if key in state.api_keys:
                 request.state.owner = hashlib.sha256(key.encode()).hexdigest()[:16]
+            # fair share in the engine: an API key's requests are one client's, else an IP's
+            client_identity.set(f"key:{request.state.owner}" if request.state.owner else
+                                f"ip:{request.client.host if request.client else '?'}")
             response = await call_next(request)
         elapsed = time.perf_counter() - t0
         response.headers["x-request-id"] = rid

@@ -35,7 +35,12 @@ from app.api.schemas import (
     Usage,
 )
 from app.engine.engine import ContextOverflowError, GenerationResult
-from app.engine.worker import JobCancelledError, QueueFullError, WorkerStoppedError
+from app.engine.worker import (
+    JobCancelledError,
+    QueueFullError,
+    ServerBusyError,
+    WorkerStoppedError,
+)
 from app.prompts import UnsupportedLanguageError, check_language
 from app.sessions import (
     SESSION_ID_MAX_CHARS,
@@ -71,6 +76,11 @@ def map_engine_error(exc: BaseException) -> APIError:
     if isinstance(exc, SessionStoreFullError):
         return APIError(429, f"Server overloaded: {exc}.", param="session_id",
                         code="sessions_full", headers={"Retry-After": "1"})
+    if isinstance(exc, ServerBusyError):
+        return APIError(429, f"Server overloaded, {exc}.", code="busy",
+                        headers={"Retry-After": "2"})
+    if isinstance(exc, ClientDisconnected):
+        return APIError(499, "Client closed the request.", code="cancelled")
     if isinstance(exc, QueueFullError):
         return APIError(429, "Server overloaded: too many requests queued; retry shortly.",
                         code="queue_full", headers={"Retry-After": "1"})
@@ -268,6 +278,39 @@ async def _run(
     return outcome
 
 
+class ClientDisconnected(Exception):
+    """The client of a non-streaming request went away before its answer."""
+
+
+async def _until_disconnect(request: Request, coro, cancel: threading.Event):
+    """Await ``coro`` unless the client disconnects first: then its generation is cancelled
+    (it leaves the batch at the next step) instead of decoding for nobody.
+
+    The request body has been read, so the next ASGI message is ``http.disconnect``: a
+    task waiting for it is the disconnect signal (as Starlette's streaming responses do).
+    """
+    task = asyncio.create_task(coro)
+    watcher = asyncio.create_task(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+        cancel.set()
+        task.cancel()
+        raise ClientDisconnected("the client closed the connection")
+    except asyncio.CancelledError:
+        cancel.set()
+        task.cancel()
+        raise
+    finally:
+        watcher.cancel()
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 def _finish(result: GenerationResult) -> str:
     return "length" if result.finish_reason == "length" else "stop"
 
@@ -292,7 +335,7 @@ async def chat_completions(
 
     if not body.stream:
         try:
-            outcome = await _run(prep, cancel)
+            outcome = await _until_disconnect(request, _run(prep, cancel), cancel)
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError):
                 raise

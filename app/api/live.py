@@ -45,6 +45,7 @@ from app.engine.worker import (
     PRIORITY_PARTIAL,
     JobCancelledError,
     QueueFullError,
+    client_identity,
 )
 from app.sessions import Session, SessionStoreFullError
 from app.state import ServerState
@@ -166,6 +167,8 @@ class LiveConnection:
     # -- reader --------------------------------------------------------------------------
     async def run(self) -> None:
         """Read frames until the client leaves or the translator is done, then close."""
+        # fair share in the engine: this connection's work is one client's (tasks inherit it)
+        client_identity.set(f"live:{id(self):x}")
         worker = asyncio.create_task(self.process())
         try:
             while not worker.done():
@@ -451,6 +454,21 @@ def _api_owner(ws: WebSocket, keys: set[str]) -> tuple[bool, str | None]:
     return True, hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+def _capacity_refusal(state: ServerState) -> str | None:
+    """Why a new live session must wait for another time (None: admit it).
+
+    Admission control: a session admitted beyond what the engine can serve would get its
+    captions minutes late; refused at once, its client can retry or go elsewhere. Two
+    bounds: ``--max-live-sessions`` and the queue-time bound (``--max-queue-wait-s``:
+    queued work already waits longer than a caption may take).
+    """
+    limit = state.settings.max_live_sessions
+    if len(state.live_connections) >= limit:
+        return (f"server busy: {limit} live sessions running (--max-live-sessions); "
+                "retry later")
+    return state.worker.overload() if state.worker is not None else None
+
+
 async def _refuse(ws: WebSocket, close_code: int, reason: str,
                   error: dict[str, str] | None = None) -> None:
     """Accept, optionally explain in an error frame, then close with ``close_code``: a
@@ -483,6 +501,11 @@ async def live(ws: WebSocket) -> None:
     if not state.ready:
         await _refuse(ws, CLOSE_TRY_AGAIN, "not ready",
                       {"code": "not_ready", "message": "the model is still loading"})
+        return
+    busy = _capacity_refusal(state)
+    if busy is not None:
+        state.metrics.admission_refusals.labels("live_busy").inc()
+        await _refuse(ws, CLOSE_TRY_AGAIN, "busy", {"code": "busy", "message": busy})
         return
     # registered before the first await, so concurrent handshakes count each other
     conn = LiveConnection(ws, state, owner, limits)

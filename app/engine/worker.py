@@ -37,7 +37,8 @@ from app.engine.scheduler import (
 
 __all__ = ["PRIORITY_FINAL", "PRIORITY_PARTIAL", "PRIORITY_REQUEST", "CALLER_ERRORS",
            "EngineWorker", "JobCancelledError", "QueueFullError", "ScheduledEngine",
-           "WorkerStoppedError", "client_identity", "mark_logged", "was_logged"]
+           "ServerBusyError", "WorkerStoppedError", "client_identity", "mark_logged",
+           "was_logged"]
 
 log = logging.getLogger("livetrans.worker")
 
@@ -50,6 +51,10 @@ client_identity: ContextVar[str | None] = ContextVar("livetrans_client", default
 
 class QueueFullError(RuntimeError):
     """The engine is at capacity (the HTTP layer answers 429)."""
+
+
+class ServerBusyError(QueueFullError):
+    """Queued work already waits longer than the queue-time bound (HTTP 429, ``busy``)."""
 
 
 class JobCancelledError(RuntimeError):
@@ -128,8 +133,10 @@ class EngineWorker:
                  scheduler: SchedulerConfig | None = None,
                  max_queue_wait_s: float | None = None,
                  on_step: Callable[..., None] | None = None,
-                 on_admit: Callable[..., None] | None = None) -> None:
+                 on_admit: Callable[..., None] | None = None,
+                 on_refuse: Callable[[str], None] | None = None) -> None:
         self.engine = engine
+        self.on_refuse = on_refuse  # (reason): admission refusals, for metrics
         self.max_queue = max_queue
         self.max_queue_wait_s = max_queue_wait_s
         self.scheduler = StepScheduler(engine, scheduler, on_step=on_step, on_admit=on_admit)
@@ -188,16 +195,19 @@ class EngineWorker:
         with self._lock:
             if not self._accepting:
                 raise WorkerStoppedError("the server is shutting down")
-            if not bypass_limit:
-                if self._pending >= self.max_queue:
-                    raise QueueFullError(f"engine queue is full ({self.max_queue} waiting)")
-            self._pending += 1
-            self._running += 1
+            full = not bypass_limit and self._pending >= self.max_queue
+            if not full:
+                self._pending += 1
+                self._running += 1
+        if full:
+            self._refused("queue_full")
+            raise QueueFullError(f"engine queue is full ({self.max_queue} waiting)")
         if not bypass_limit:
             busy = self.overload()
             if busy is not None:
                 self._job_ended(None)
-                raise QueueFullError(busy)
+                self._refused("busy")
+                raise ServerBusyError(busy)
         job: _Job[T] = _Job(
             priority=priority, seq=next(self._seq) if seq is None else seq,
             client=client or client_identity.get() or "anonymous", fn=fn, loop=loop,
@@ -221,6 +231,10 @@ class EngineWorker:
     def _exclusive_call(self, job: _Job[Any]) -> Any:
         self._mark_started(job)
         return job.fn(self.engine)
+
+    def _refused(self, reason: str) -> None:
+        if self.on_refuse is not None:
+            self.on_refuse(reason)
 
     def _mark_started(self, job: _Job[Any]) -> None:
         job.started_at = time.perf_counter()

@@ -33,3 +33,33 @@ def test_disconnect_mid_stream_cancels_generation(live_server) -> None:
     assert worker.busy_since is None
     assert engine.finish_reasons["cancelled"] == cancelled_before + 1
     assert extra <= 3  # far from the 400 tokens asked for
+
+
+def test_disconnect_of_a_non_streaming_request_leaves_the_batch(live_server) -> None:
+    """A non-streaming request whose client goes away stops decoding at the next step
+    instead of running to its 400 tokens for nobody."""
+    import socket
+
+    state = live_server.app.state.livetrans
+    engine = state.worker.engine
+    cancelled_before = engine.finish_reasons["cancelled"]
+    count = ", ".join(str(i) for i in range(1, 30))
+    body = ('{"model": "default", "max_tokens": 400, "messages": [{"role": "user", '
+            '"content": "Count on: ' + count + ', "}]}').encode()
+    sock = socket.create_connection(("127.0.0.1", live_server.port))
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: "
+                 + str(len(body)).encode() + b"\r\n\r\n" + body)
+    deadline = time.monotonic() + 30
+    while state.worker.busy_since is None and time.monotonic() < deadline:
+        time.sleep(0.005)  # the request is decoding
+    time.sleep(0.3)
+    passes_at_disconnect = engine.forward_passes
+    sock.close()
+    while engine.finish_reasons["cancelled"] == cancelled_before and \
+            time.monotonic() < deadline:
+        time.sleep(0.005)
+    extra = engine.forward_passes - passes_at_disconnect
+    print(f"{extra} forward passes after the client left")
+    assert engine.finish_reasons["cancelled"] == cancelled_before + 1
+    assert extra <= 10  # polled every 0.1 s: a few steps, far from 400 tokens
