@@ -266,7 +266,7 @@ def display_plots(summary: dict, out_dir: Path) -> list[Path]:
                      f"(n = {n} streams per point, {len(rows)} points)")
         fig.tight_layout(rect=(0, 0.1 + 0.03 * (len(handles) // 4), 1, 1))
         path = out_dir / f"display_{dataset}_{lang}.png"
-        fig.savefig(path, dpi=110)
+        fig.savefig(path, dpi=90)
         plt.close(fig)
         made.append(path)
     return made
