@@ -119,6 +119,8 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "eval": ("eval.harness", "main", "the evaluation harness (tables, plots)"),
     "caption": ("clients.caption", "main", "live-caption client: ASR streams or speech"),
     "load-test": ("clients.load_test", "main", "many live sessions + HTTP load (loopback)"),
+    "bench-concurrency": ("eval.concurrency_bench", "main",
+                          "C concurrent streams: --parallel 1 vs --parallel C"),
 }
 
 

@@ -71,7 +71,9 @@ def _load_engine(state: ServerState, model_path: Path) -> None:
         worker = EngineWorker(
             engine, max_queue=settings.queue_size,
             scheduler=SchedulerConfig(step_tokens=settings.step_tokens,
-                                      prefill_chunk=settings.prefill_chunk),
+                                      prefill_chunk=settings.prefill_chunk,
+                                      crowded_proposals=settings.crowded_proposals,
+                                      finals_alone=settings.finals_alone),
             max_queue_wait_s=settings.max_queue_wait_s,
             on_step=metrics.observe_step,
             on_admit=lambda ticket, waited: metrics.observe_admission(

@@ -88,6 +88,12 @@ class Settings(BaseSettings):
     prefill_chunk: int = Field(
         256, ge=8, description="prompt tokens of one sequence per forward pass, so a long "
                                "prompt cannot hold up finals")
+    crowded_proposals: int | None = Field(
+        None, ge=0, description="drafter proposals per sequence when several sequences "
+                                "decode in one forward pass (default: no cap)")
+    finals_alone: bool = Field(
+        True, description="while a final is decoding, forward passes carry finals only "
+                          "(partials and requests pause): captions of finals come sooner")
     max_live_sessions: int = Field(
         32, ge=1, description="live sessions admitted at once; more get a busy error at once")
     max_queue_wait_s: float = Field(

@@ -8,8 +8,10 @@ by default, ``--speed`` to change) until it has sent ``--updates`` updates, whil
 ``--http-clients`` loops send chat-completion translations until the sessions finish (and
 at most ``--max-seconds``). It checks what a live-caption service must guarantee and prints
 the figures: lost finals (finals without a final caption), 5xx responses, captions out of
-order, and the time from a final's arrival to its caption (p50/p99). Exit status 1 if any
-final was lost, any 5xx seen or any caption came out of order.
+order, and the time from a final's arrival to its caption (p50/p99). Sessions the server
+refuses at once (admission control: ``busy``) are counted, not failed: they sent nothing.
+Exit status 1 if any admitted session's final was lost, any 5xx seen or any caption came
+out of order.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class LoadStats:
     final_latency_ms: list[float] = field(default_factory=list)
     http_status: dict[int, int] = field(default_factory=dict)
     http_latency_ms: list[float] = field(default_factory=list)
+    sessions_admitted: int = 0
+    sessions_refused: dict[str, int] = field(default_factory=dict)  # by error code
 
 
 def build_updates(utterances: list[dict], n: int, offset: int) -> list[tuple[float, dict]]:
@@ -71,8 +75,16 @@ async def live_session(url: str, updates: list[tuple[float, dict]], speed: float
     sent_final_at: dict[int, float] = {}
     async with websockets.connect(url, max_size=None, open_timeout=60) as ws:
         await ws.send(json.dumps({"type": "start", "target_lang": target}))
-        ready = json.loads(await ws.recv())
-        assert ready["type"] == "ready", ready
+        try:
+            ready = json.loads(await ws.recv())
+        except websockets.ConnectionClosed:
+            ready = {"type": "error", "code": "closed"}
+        if ready.get("type") != "ready":
+            # admission control: refused at once with a reason (busy, too many connections)
+            code = str(ready.get("code", "refused"))
+            stats.sessions_refused[code] = stats.sessions_refused.get(code, 0) + 1
+            return
+        stats.sessions_admitted += 1
 
         async def reader() -> None:
             last: tuple[int, int] = (-1, 0)
@@ -168,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     five_xx = sum(n for code, n in stats.http_status.items() if code >= 500)
     report = {
         "sessions": args.sessions, "updates_per_session": args.updates,
+        "sessions_admitted": stats.sessions_admitted,
+        "sessions_refused": stats.sessions_refused,
         "wall_s": round(wall, 1),
         "finals_sent": stats.finals_sent, "finals_captioned": stats.finals_captioned,
         "lost_finals": stats.finals_sent - stats.finals_captioned,

@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     rt = LlamaRuntime(RuntimeConfig(model_path=resolve_model_path(args.model),
-                                    n_threads=args.threads, n_gpu_layers=args.n_gpu_layers))
+                                    n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
+                                    n_seq=2))
     engine = Engine(rt)
     prompt = rt.tokenize(FewShotFormat().translation(SOURCE, "en", "de").text, add_bos=True)
     filler = rt.tokenize(" Der Stadtrat hat einen neuen Plan genehmigt, um das Busnetz zu "
@@ -89,8 +90,35 @@ def main(argv: list[str] | None = None) -> int:
 
     pf = _median_ms(prefill, args.repeats)
     print(f"prefill of the {n}-token translation prompt: {pf:.1f} ms = {n / pf * 1000:.0f} tok/s")
+    _prefix_copy(rt, prompt, args.repeats)
     rt.close()
     return 0
+
+
+def _prefix_copy(rt: LlamaRuntime, prompt: list[int], repeats: int) -> None:
+    """What copying the shared few-shot preamble into a new sequence saves
+    (``llama_memory_seq_cp``) against decoding the same prompt there from scratch."""
+    other = rt.tokenize(FewShotFormat().translation("Good evening.", "en", "de").text,
+                        add_bos=True)
+    shared = 0
+    while shared < min(len(other), len(prompt)) and other[shared] == prompt[shared]:
+        shared += 1
+    rt.truncate(0, 0)
+    rt.decode(other, 0, [len(other) - 1], seq=0)  # another session's prompt on sequence 0
+
+    def from_scratch() -> None:
+        rt.truncate(0, 1)
+        rt.decode(prompt, 0, [len(prompt) - 1], seq=1)
+
+    def copied() -> None:
+        rt.seq_copy(0, 1, shared)
+        rt.decode(prompt[shared:], shared, [len(prompt) - shared - 1], seq=1)
+
+    scratch = _median_ms(from_scratch, repeats)
+    copy = _median_ms(copied, repeats)
+    print(f"a new sequence's prompt ({len(prompt)} tokens, {shared} shared with another "
+          f"sequence): decoded {scratch:.1f} ms, preamble copied {copy:.1f} ms "
+          f"({scratch / copy:.1f}x)")
 
 
 if __name__ == "__main__":

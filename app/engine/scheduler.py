@@ -77,6 +77,12 @@ class Ticket:
 class SchedulerConfig:
     step_tokens: int = 512  # rows per step (prompt chunks fill what decoding leaves)
     prefill_chunk: int = 256  # prompt rows of one sequence per step
+    # drafter proposals per sequence when several sequences decode in one step (None: no
+    # cap); the SSBD draft is never capped (it rides on the prompt's pass)
+    crowded_proposals: int | None = None
+    # while a final is running, steps carry finals only: a final's caption then costs its
+    # own decode time, not a share of every partial's (partials pause, keeping their KV)
+    finals_alone: bool = True
 
 
 class StepScheduler:
@@ -184,6 +190,8 @@ class StepScheduler:
                     self._admit()
                 batch = sorted(self.active, key=lambda t: (
                     t.rank, t.gen.phase is not Phase.DECODE, t.order))
+                if self.config.finals_alone and batch and batch[0].rank == 0:
+                    batch = [t for t in batch if t.rank == 0]
             if exclusive is not None:
                 self._run_one_exclusive(*exclusive)
                 continue
@@ -191,7 +199,8 @@ class StepScheduler:
                 continue
             try:
                 report = self.engine.step([t.gen for t in batch], self.config.step_tokens,
-                                          self.config.prefill_chunk)
+                                          self.config.prefill_chunk,
+                                          self.config.crowded_proposals)
             except Exception as exc:  # noqa: BLE001 - one failed step fails its sequences
                 log.exception("a step failed; %d generations end with an error", len(batch))
                 with self._cond:

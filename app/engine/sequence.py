@@ -74,6 +74,8 @@ class SequenceGeneration:
         self.next_token: int | None = None
         self.t_start = time.perf_counter()
         self.steps = 0
+        # drafter proposals this step may carry (the engine lowers it in crowded steps)
+        self.proposal_cap = 1 << 30
         # what the current step carries, for ``absorb``
         self._rows: list[int] = []
         self._verifies_draft = False
@@ -167,7 +169,7 @@ class SequenceGeneration:
         if len(self.kv.cached) + 1 >= self.rt.n_ctx:
             self._finish("length")
             return []
-        self._proposal, self._source = self._propose(budget - 1)
+        self._proposal, self._source = self._propose(min(budget - 1, self.proposal_cap))
         return self._take([token, *self._proposal], len(self.kv.cached), logits_from=0)
 
     def _propose(self, room: int) -> tuple[list[int], str]:
