@@ -20,7 +20,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 
-from app.api import chat, live, models
+from app.api import chat, live, models, watch
 from app.api.body_limit import BodySizeLimit
 from app.api.errors import APIError, error_response, install_error_handlers
 from app.api.origins import cors_options
@@ -41,7 +41,7 @@ log = logging.getLogger("livetrans.server")
 
 # Open without a key even when keys are set. /health answers only its status then, and
 # /metrics is not among them: it shows every tenant's activity.
-_OPEN_PATHS = {"/health", "/live", "/docs", "/openapi.json", "/"}
+_OPEN_PATHS = {"/health", "/live", "/watch", "/docs", "/openapi.json", "/"}
 
 
 def bearer_key(auth_header: str) -> str:
@@ -73,7 +73,7 @@ def _load_engine(state: ServerState, model_path: Path) -> None:
             scheduler=SchedulerConfig(step_tokens=settings.step_tokens,
                                       prefill_chunk=settings.prefill_chunk,
                                       crowded_proposals=settings.crowded_proposals,
-                                      finals_alone=settings.finals_alone),
+                                      final_steps=settings.final_steps),
             max_queue_wait_s=settings.max_queue_wait_s,
             on_step=metrics.observe_step,
             on_admit=lambda ticket, waited: metrics.observe_admission(
@@ -168,6 +168,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
     app.include_router(chat.router)
     app.include_router(models.router)
     app.include_router(live.router)
+    app.include_router(watch.router)  # room viewers; the route checks its viewer token
     labelled = label_routes([*app.router.routes, *chat.router.routes, *models.router.routes,
-                             *live.router.routes])
+                             *live.router.routes, *watch.router.routes])
     return app

@@ -76,6 +76,11 @@ class Settings(BaseSettings):
         256, ge=1, description="finals queued per live connection before backpressure")
     live_backpressure_s: float = Field(
         30.0, gt=0, description="seconds a live reader waits for room before too_many_pending")
+    live_max_viewers: int = Field(
+        2000, ge=1, description="room viewers (/v1/live/watch) per replica; more get a "
+                                "too_many_viewers error frame and close 1013")
+    live_max_viewers_per_room: int = Field(
+        500, ge=1, description="viewers of one room; more get too_many_viewers and 1013")
     max_sessions: int = Field(1000, ge=1, description="sessions kept (least recently used go)")
     session_ttl_s: float = Field(1800.0, gt=0, description="idle seconds before a session expires")
     queue_size: int = Field(64, ge=1, description="engine jobs waiting before 429")
@@ -91,9 +96,10 @@ class Settings(BaseSettings):
     crowded_proposals: int | None = Field(
         None, ge=0, description="drafter proposals per sequence when several sequences "
                                 "decode in one forward pass (default: no cap)")
-    finals_alone: bool = Field(
-        True, description="while a final is decoding, forward passes carry finals only "
-                          "(partials and requests pause): captions of finals come sooner")
+    final_steps: Literal["lead", "alone", "shared"] = Field(
+        "lead", description="what forward passes carry besides a running final: 'lead' "
+                            "other sequences' next token only, 'alone' nothing, 'shared' "
+                            "everything")
     max_live_sessions: int = Field(
         32, ge=1, description="live sessions admitted at once; more get a busy error at once")
     max_queue_wait_s: float = Field(
@@ -120,7 +126,8 @@ class Settings(BaseSettings):
         "info", description="critical, error, warning, info or debug")
     verbose_llama: bool = Field(False, description="show llama.cpp's own log lines")
 
-    @field_validator("log_level", "omp_wait_policy", "prompt_format", mode="before")
+    @field_validator("log_level", "omp_wait_policy", "prompt_format", "final_steps",
+                     mode="before")
     @classmethod
     def _lowercase(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value

@@ -6,7 +6,7 @@
 One run, one machine, both configurations side by side: for every C a real server with one
 sequence (``--parallel 1``: one generation at a time, the baseline) and a real server with
 C sequences (every stream's update in the same forward passes), each fed C WebSocket
-streams at once. Two modes:
+streams at once, alternately (``--repeats`` times each; figures pooled). Two modes:
 
 * ``closed``: FLORES dev lag-3, one sentence per stream, closed loop (each stream sends its
   next update when the previous caption arrived): a throughput measurement.
@@ -155,30 +155,65 @@ def _server(parallel: int, args: argparse.Namespace):  # noqa: ANN202
 
     return LocalServer(parallel=parallel, n_threads=args.n_threads, model=args.model,
                        crowded_proposals=args.crowded_proposals,
+                       final_steps=args.final_steps,
                        max_live_sessions=1024, live_max_connections=1024, queue_size=4096,
                        max_queue_wait_s=3600, log_level="warning")
 
 
-def run_config(parallel: int, concurrencies: list[int], modes: list[str], data: dict,
-               args: argparse.Namespace) -> list[RunFigures]:
-    """All runs that use one server configuration (one model load)."""
-    out = []
-    with _server(parallel, args) as server:
-        url = server.url.replace("http://", "ws://") + "/v1/live"
-        warm = RunFigures("warmup", 1, parallel)
-        asyncio.run(_run_streams(url, data["closed"][:1], args.lang, True, 1.0, warm))
-        engine = server.state.worker.engine
+def _run_once(server, parallel: int, c: int, mode: str, data: dict,
+              args: argparse.Namespace) -> RunFigures:
+    url = server.url.replace("http://", "ws://") + "/v1/live"
+    engine = server.state.worker.engine
+    figures = RunFigures(mode, c, parallel)
+    passes = engine.forward_passes
+    asyncio.run(_run_streams(url, data[mode][:c], args.lang, mode == "closed", args.speed,
+                             figures))
+    figures.steps = engine.forward_passes - passes
+    print(_line(figures), flush=True)
+    return figures
+
+
+def run_all(concurrencies: list[int], modes: list[str], data: dict,
+            args: argparse.Namespace) -> list[RunFigures]:
+    """Every configuration's server up at once; for each C and mode the baseline and the
+    method run alternately, ``--repeats`` times each (so drift in the machine's load hits
+    both), and their figures are pooled."""
+    from contextlib import ExitStack
+
+    parallels = sorted({1, *concurrencies})
+    out: list[RunFigures] = []
+    with ExitStack() as stack:
+        servers = {p: stack.enter_context(_server(p, args)) for p in parallels}
+        for p, server in servers.items():  # warm-up: one sentence each
+            url = server.url.replace("http://", "ws://") + "/v1/live"
+            asyncio.run(_run_streams(url, data["closed"][:1], args.lang, True, 1.0,
+                                     RunFigures("warmup", 1, p)))
         for c in concurrencies:
             for mode in modes:
-                figures = RunFigures(mode, c, parallel)
-                passes = engine.forward_passes
-                streams = data[mode][:c]
-                asyncio.run(_run_streams(url, streams, args.lang, mode == "closed",
-                                         args.speed, figures))
-                figures.steps = engine.forward_passes - passes
-                print(_line(figures), flush=True)
-                out.append(figures)
+                configs = [1] if c == 1 else [1, c]
+                runs: dict[int, list[RunFigures]] = {p: [] for p in configs}
+                for r in range(args.repeats):
+                    order = configs if r % 2 == 0 else configs[::-1]
+                    for p in order:
+                        runs[p].append(_run_once(servers[p], p, c, mode, data, args))
+                out += [_pool(rs) for rs in runs.values()]
     return out
+
+
+def _pool(runs: list[RunFigures]) -> RunFigures:
+    """Repeats of one configuration as one: summed work and time, pooled latencies."""
+    first = runs[0]
+    pooled = RunFigures(first.mode, first.concurrency, first.parallel)
+    for r in runs:
+        pooled.wall_s += r.wall_s
+        pooled.updates += r.updates
+        pooled.output_tokens += r.output_tokens
+        pooled.final_latency_ms += r.final_latency_ms
+        pooled.lost_finals += r.lost_finals
+        pooled.steps += r.steps
+        for k, v in r.errors.items():
+            pooled.errors[k] = pooled.errors.get(k, 0) + v
+    return pooled
 
 
 def _line(f: RunFigures) -> str:
@@ -252,6 +287,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-threads", type=int, default=None, help="CPU threads (default: all)")
     ap.add_argument("--crowded-proposals", type=int, default=None,
                     help="the server's --crowded-proposals (default: no cap)")
+    ap.add_argument("--final-steps", default="lead", choices=["lead", "alone", "shared"],
+                    help="the server's --final-steps (default lead)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="runs of each configuration, alternating baseline and method")
     ap.add_argument("--out", type=Path, default=None, help="folder for JSON, table and plot")
     args = ap.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -271,10 +310,7 @@ def main(argv: list[str] | None = None) -> int:
                                   args.asr_seconds)
     print(f"bench-concurrency: C in {conc}, modes {modes}, target {args.lang}, "
           f"{os.cpu_count()} CPUs", flush=True)
-    results: list[RunFigures] = run_config(1, conc, modes, data, args)
-    for c in conc:
-        if c > 1:
-            results += run_config(c, [c], modes, data, args)
+    results = run_all(conc, modes, data, args)
     print()
     print(table(results))
     if args.out is not None:

@@ -100,24 +100,17 @@ class Engine:
                                   prompt_tokens=len(req.prompt_tokens), prompt_tokens_cached=0)
         return SequenceGeneration(req, self.rt, result)
 
-    def step(self, gens: Sequence[SequenceGeneration], budget: int, chunk: int,
-             crowded_proposals: int | None = None) -> StepReport:
+    def step(self, gens: Sequence[SequenceGeneration], budget: int, chunk: int) -> StepReport:
         """ONE forward pass over the next rows of ``gens`` (in priority order).
 
         ``budget`` bounds the rows of the step and ``chunk`` the prompt rows of one
-        generation; the first generation may exceed ``budget`` when its smallest useful
-        step is larger (a long draft to verify), so every step makes progress.
+        generation (``gen.proposal_cap`` its drafter proposals); the first generation may
+        exceed ``budget`` when its smallest useful step is larger (a long draft to verify),
+        so every step makes progress.
         """
         rows: list[tuple[int, int, int, bool]] = []
         parts: list[tuple[SequenceGeneration, int]] = []
         cap = self.rt.n_ctx
-        decoding = sum(g.phase is Phase.DECODE for g in gens)
-        for gen in gens:
-            # Each logits row costs about as much as a whole token of a small model on a
-            # CPU: with several sequences decoding, proposal rows take the place of other
-            # sequences' tokens, so the step scheduler may cap them (``crowded_proposals``).
-            crowded = crowded_proposals is not None and decoding > 1
-            gen.proposal_cap = crowded_proposals if crowded else 1 << 30
         for gen in gens:
             if gen.done or gen.kv is None:
                 continue

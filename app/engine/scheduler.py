@@ -80,9 +80,10 @@ class SchedulerConfig:
     # drafter proposals per sequence when several sequences decode in one step (None: no
     # cap); the SSBD draft is never capped (it rides on the prompt's pass)
     crowded_proposals: int | None = None
-    # while a final is running, steps carry finals only: a final's caption then costs its
-    # own decode time, not a share of every partial's (partials pause, keeping their KV)
-    finals_alone: bool = True
+    # What else a step carries while a final runs (a final's caption waits for every
+    # step it shares): "shared" everything as usual; "lead" other sequences' next token
+    # only (no proposals, no prompt chunks); "alone" nothing (they pause, keeping their KV).
+    final_steps: str = "lead"
 
 
 class StepScheduler:
@@ -190,8 +191,7 @@ class StepScheduler:
                     self._admit()
                 batch = sorted(self.active, key=lambda t: (
                     t.rank, t.gen.phase is not Phase.DECODE, t.order))
-                if self.config.finals_alone and batch and batch[0].rank == 0:
-                    batch = [t for t in batch if t.rank == 0]
+                batch = self._shape(batch)
             if exclusive is not None:
                 self._run_one_exclusive(*exclusive)
                 continue
@@ -199,8 +199,7 @@ class StepScheduler:
                 continue
             try:
                 report = self.engine.step([t.gen for t in batch], self.config.step_tokens,
-                                          self.config.prefill_chunk,
-                                          self.config.crowded_proposals)
+                                          self.config.prefill_chunk)
             except Exception as exc:  # noqa: BLE001 - one failed step fails its sequences
                 log.exception("a step failed; %d generations end with an error", len(batch))
                 with self._cond:
@@ -217,6 +216,30 @@ class StepScheduler:
                 for t in list(self.active):
                     if t.gen.done:
                         self._retire(t)
+
+    def _shape(self, batch: list[Ticket]) -> list[Ticket]:
+        """Who takes part in the next step, and with how many drafter proposals.
+
+        Each logits row costs about as much as a whole token of a small model on a CPU,
+        so rows are what a step is made of: with several sequences decoding, proposals
+        may be capped (``crowded_proposals``), and while a final runs the others give way
+        as ``final_steps`` says.
+        """
+        unlimited = 1 << 30
+        decoding = sum(t.gen.phase is Phase.DECODE for t in batch)
+        crowded = self.config.crowded_proposals
+        for t in batch:
+            t.gen.proposal_cap = crowded if crowded is not None and decoding > 1 \
+                else unlimited
+        if not batch or batch[0].rank != 0 or self.config.final_steps == "shared":
+            return batch
+        finals = [t for t in batch if t.rank == 0]
+        if self.config.final_steps == "alone":
+            return finals
+        others = [t for t in batch if t.rank != 0 and t.gen.phase is Phase.DECODE]
+        for t in others:
+            t.gen.proposal_cap = 0
+        return finals + others
 
     @staticmethod
     def _run_one_exclusive(fn: Callable[[], object], done: threading.Event,
