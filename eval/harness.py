@@ -33,8 +33,10 @@ from eval.datasets.acl6060 import read_acl_pair
 from eval.datasets.asr_partials import read_asr_streams
 from eval.datasets.flores import DatasetNotFoundError, read_flores, read_flores_pair
 from eval.datasets.streams import Stream, lag_k_stream
+from eval.display_eval import parse_modes
 from eval.methods import Method, parse_methods, run_stream
 from eval.report import (
+    display_section,
     load_records,
     pathology_listing,
     plots,
@@ -195,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--betas", default="0.2", help="one SSBD method per beta")
     ap.add_argument("--mask-k", default="3,5", help="display-only mask-k values to score")
     ap.add_argument("--draft-mask-k", default="", help="draft mask-k methods, e.g. 3,5")
+    ap.add_argument("--display-modes", default="mask-k,stable",
+                    help="display policies to score, one table each ('' to skip)")
     ap.add_argument("--drafters", default="", help="e.g. dictionary,ngram,trigram")
     ap.add_argument("--dict-dir", type=Path)
     ap.add_argument("--model", default=None)
@@ -215,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     langs = args.langs.split(",")
     methods = expand_methods(args)
     mask_ks = [int(k) for k in args.mask_k.split(",") if k]
+    try:
+        display_modes = parse_modes(args.display_modes) if args.display_modes else []
+    except ValueError as exc:
+        ap.error(f"--display-modes: {exc}")
     runner = None
     if not args.report_only:
         try:
@@ -262,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
         text += "\n\n## Table 3 layout (beta sweep)\n" + t3
     if base and mask_ks:
         text += "\n\n## Table 4 layout (mask-k)\n" + table4(summary, mask_ks, base)
+    if display_modes:
+        text += "\n\n" + display_section(records, display_modes, mask_ks or [3], detok,
+                                         args.out)
     made = plots(summary, records, args.out / "plots")
     text += "\n\nPlots: " + ", ".join(str(p.relative_to(args.out)) for p in made) + "\n"
     (args.out / "tables.md").write_text(text, encoding="utf-8")
