@@ -101,7 +101,8 @@ class Settings(BaseSettings):
                             "other sequences' next token only, 'alone' nothing, 'shared' "
                             "everything")
     max_live_sessions: int = Field(
-        32, ge=1, description="live sessions admitted at once; more get a busy error at once")
+        8, ge=1, description="live sessions admitted at once; more get a busy error at once "
+                             "(measure yours with `livetrans bench-concurrency`)")
     max_queue_wait_s: float = Field(
         5.0, gt=0, description="refuse new requests and live sessions while queued work "
                                "has waited longer than this (seconds)")

@@ -85,7 +85,7 @@ class LiveServer:
 
 @pytest.fixture(scope="session")
 def live_server() -> Iterator[LiveServer]:
-    with LiveServer(max_source_chars=2000, queue_size=32) as server:
+    with LiveServer(max_source_chars=2000, queue_size=32, max_live_sessions=64) as server:
         yield server
 
 
