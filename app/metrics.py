@@ -58,6 +58,13 @@ class Metrics:
         self.caption_seconds = Histogram(
             "livetrans_final_caption_seconds", "time from a final's arrival to its caption",
             buckets=_LATENCY_BUCKETS, registry=r)
+        # rooms (app/api/rooms.py): viewers cost no engine time, only sockets and queues
+        self.live_viewers = Gauge(
+            "livetrans_live_viewers", "viewer connections of rooms (/v1/live/watch)",
+            registry=r)
+        self.viewer_frames_dropped = Counter(
+            "livetrans_viewer_frames_dropped_total", "partial caption frames dropped for "
+            "viewers that could not keep up (finals are never dropped)", registry=r)
 
     def observe_generation(self, result: GenerationResult, route: str) -> None:
         self.tokens.labels(route).inc(len(result.tokens))

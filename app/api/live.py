@@ -1,11 +1,20 @@
 """``WebSocket /v1/live``: live captions from an ASR stream (API.md, "Live captions").
 
-One connection is one session. The socket's reader never waits for the model: it files
-each message into ``SegmentQueue`` and a separate task translates. While an update is being
-translated, newer partials replace the waiting one (coalescing: only the newest hypothesis
-is worth a forward pass), and finals queue in order and are never dropped, so every final
-gets exactly one answer: a caption with ``"final": true``, or, when it cannot be translated
-(refused at the edge, or failed in the engine), one ``error`` frame naming its ``segment``.
+One connection is one speaker (a session per target language). The socket's reader never
+waits for the model: it files each message into ``SegmentQueue`` and a separate task
+translates. While an update is being translated, newer partials replace the waiting one
+(coalescing: only the newest hypothesis is worth a forward pass), and finals queue in order
+and are never dropped, so every final gets exactly one answer per language: a caption with
+``"final": true``, or, when it cannot be translated (refused at the edge, or failed in the
+engine), one ``error`` frame naming its ``segment``.
+
+Events (API.md, "Events: several languages, rooms, viewers"): ``target_langs`` fans each
+update out into every language at once, one engine job and one session (own SSBD draft)
+per language, awaited together so the step engine decodes them in the same forward passes;
+each caption names its ``lang``. ``display_mode`` picks the display policy
+(``app.display``) that makes ``display_text``, one policy per (segment, language). A
+``room`` publishes every caption frame, encoded once, to the room's viewers
+(``app.api.rooms``, ``app.api.watch``); publishing never waits for a viewer.
 
 Hostile input never costs the connection: a message is validated before it becomes state
 (``live_messages``), every frame sent is encodable (``live_frames``), an unexpected
@@ -39,6 +48,8 @@ from app.api.live_limits import (
 )
 from app.api.live_messages import MAX_SEGMENT, Refusal, parse_start, parse_text, segment_of
 from app.api.origins import origin_allowed
+from app.api.rooms import Room, RoomTakenError, registry_of
+from app.display import DisplayPolicy, Translation, display_policy, display_unit
 from app.engine.engine import GenerationResult
 from app.engine.worker import (
     PRIORITY_FINAL,
@@ -57,6 +68,7 @@ router = APIRouter()
 CLOSE_NORMAL = 1000
 CLOSE_GOING_AWAY = 1001
 CLOSE_INTERNAL = 1011
+MAX_POLICIES = 64  # display policies kept per connection ((segment, language) pairs)
 
 
 class ConnectionGone(Exception):
@@ -125,24 +137,41 @@ class LiveConnection:
         self.state = state
         self.owner = owner
         self.limits = limits or LiveLimits()
-        self.session: Session | None = None
-        self.options: TranslateOptions | None = None
+        # fan-out: one session (own SSBD draft) and one set of options per target language,
+        # in the client's order; a single-language connection is the case of one
+        self.langs: list[str] = []
+        self.sessions: dict[str, Session] = {}
+        self.options: dict[str, TranslateOptions] = {}
+        self.display_mode = "mask-k"
+        # display policy per (segment, language): a final of one segment may be queued
+        # while partials of the next are shown, so one per segment, dropped after its final
+        self.policies: dict[tuple[int, str], DisplayPolicy] = {}
+        self.room: Room | None = None
         self.queue = SegmentQueue()
         self.last_final_segment = -1
-        self.revisions: dict[int, int] = {}
+        self.revisions: dict[tuple[int, str], int] = {}
         self.stopping = False
         self.send_lock = asyncio.Lock()
-        # the partial handed to the engine queue, while it waits there
-        self.inflight: tuple[threading.Event, threading.Event] | None = None
+        # the partial's jobs handed to the engine queue (shared cancel, one started event
+        # per language), while they wait there
+        self.inflight: tuple[threading.Event, list[threading.Event]] | None = None
         self.superseding = asyncio.Event()  # set when a newer update makes the queued one stale
         self.superseded = 0
-        # queue position of a partial that was superseded while waiting: its replacement
-        # takes the same place instead of going to the back of the engine queue
-        self.partial_seq: int | None = None
+        # queue positions (one per language) of a partial that was superseded while waiting:
+        # its replacement takes the same places instead of going to the back of the queue
+        self.partial_seqs: dict[str, int] | None = None
+
+    @property
+    def session(self) -> Session | None:
+        """The first language's session (what ``ready`` names)."""
+        return self.sessions.get(self.langs[0]) if self.langs else None
 
     async def send(self, payload: dict[str, Any]) -> None:
         """Send one frame; it always encodes, and a closed socket raises ``ConnectionGone``."""
-        text = encode_frame(payload)
+        await self.send_text(encode_frame(payload))
+
+    async def send_text(self, text: str) -> None:
+        """Send one encoded frame (``encode_frame``); a closed socket: ``ConnectionGone``."""
         async with self.send_lock:
             try:
                 await self.ws.send_text(text)
@@ -150,12 +179,16 @@ class LiveConnection:
                 raise ConnectionGone(type(exc).__name__) from exc
 
     async def error(self, code: str, message: str, *, segment: int | None = None,
-                    final: bool = False, param: str | None = None) -> None:
-        """An ``error`` frame; one about a segment names it and whether it answers a final."""
+                    final: bool = False, param: str | None = None,
+                    lang: str | None = None) -> None:
+        """An ``error`` frame; one about a segment names it and whether it answers a final,
+        and, when one target language failed, which one."""
         payload: dict[str, Any] = {"type": "error", "code": code, "message": message}
         if segment is not None:
             payload["segment"] = segment
             payload["final"] = final
+        if lang is not None:
+            payload["lang"] = lang
         if param is not None:
             payload["param"] = param
         await self.send(payload)
@@ -163,6 +196,18 @@ class LiveConnection:
     def begin_shutdown(self) -> None:
         self.stopping = True
         self.queue.changed.set()
+
+    def end_room(self) -> None:
+        """The talk is over (``done`` sent, or the speaker left): viewers get ``ended``."""
+        if self.room is not None:
+            registry_of(self.state).release(self.room, self)
+            self.room = None
+
+    def release_sessions(self) -> None:
+        for session in self.sessions.values():
+            self.state.sessions.release(session)
+            self.state.sessions.drop(session.session_id, self.owner)
+        self.sessions.clear()
 
     # -- reader --------------------------------------------------------------------------
     async def run(self) -> None:
@@ -255,35 +300,58 @@ class LiveConnection:
             await self.error("unknown_type", f"unknown message type '{safe_echo(kind)}'")
 
     async def start(self, msg: dict[str, Any]) -> None:
-        if self.session is not None:
+        if self.sessions:
             await self.error("already_started", "'start' was already received")
             return
         if self.stopping:
             await self.error("stopping", "'stop' was already received")
             return
         try:
-            start, target, source = parse_start(msg)
+            start, targets, source = parse_start(msg)
         except Refusal as exc:
             await self.error(exc.code, exc.message, param=exc.param)
             return
         settings = self.state.settings
-        options = TranslateOptions(
+        options = {target: TranslateOptions(
             source_lang=source, target_lang=target, beta=start.beta, mask_k=start.mask_k,
             drafters=start.drafters, max_tokens=settings.max_new_tokens,
             bias_scope=start.bias_scope, final_beta=start.final_beta,
             draft_guard=start.draft_guard, final_retry=start.final_retry,
-        )
+        ) for target in targets}
+        registry = registry_of(self.state)
+        room = None
+        if start.room is not None:
+            try:
+                room = registry.claim(start.room, self, targets)
+            except RoomTakenError:
+                await self.error("room_taken", f"room '{start.room}' already has a speaker; "
+                                 "choose another room or stop the other speaker", param="room")
+                return
+        sessions: dict[str, Session] = {}
         try:
-            self.session = self.state.sessions.acquire(None, self.owner)
+            for target in targets:
+                sessions[target] = self.state.sessions.acquire(None, self.owner)
         except SessionStoreFullError:
+            for session in sessions.values():
+                self.state.sessions.release(session)
+                self.state.sessions.drop(session.session_id, self.owner)
+            if room is not None:
+                registry.release(room, self)
             await self.error("server_busy", "every session slot is busy; retry later")
             return
-        self.options = options
-        await self.send({"type": "ready", "session_id": self.session.session_id})
+        self.langs, self.sessions, self.options = targets, sessions, options
+        self.display_mode, self.room = start.display_mode, room
+        ready: dict[str, Any] = {"type": "ready", "session_id": sessions[targets[0]].session_id,
+                                 "langs": targets, "display_mode": start.display_mode}
+        if room is not None:
+            ready["room"] = room.name
+            if registry.tokens_required:
+                ready["viewer_token"] = registry.token(room.name)
+        await self.send(ready)
 
     async def enqueue(self, msg: dict[str, Any], final: bool) -> None:
         seg = segment_of(msg)
-        if self.session is None:
+        if not self.sessions:
             await self.error("not_started", "send 'start' first", segment=seg, final=final)
             return
         if self.stopping:
@@ -314,7 +382,7 @@ class LiveConnection:
         self.queue.put(Update(m.segment, m.text, final))
         if self.inflight is not None:
             cancel, started = self.inflight
-            if not started.is_set():
+            if not any(s.is_set() for s in started):
                 # The queued partial is stale before it costs a forward pass: drop it now, so
                 # a final behind it is not held up until the partial's turn in the queue.
                 cancel.set()
@@ -332,6 +400,7 @@ class LiveConnection:
             if update is None:
                 if self.stopping:
                     await self.send({"type": "done"})
+                    self.end_room()
                     return
                 self.queue.changed.clear()
                 await self.queue.changed.wait()
@@ -346,68 +415,105 @@ class LiveConnection:
                                  segment=update.segment, final=update.final)
 
     async def translate(self, update: Update) -> None:
-        assert self.session is not None and self.options is not None
-        # another segment than the session's current one starts with an empty draft, even
+        """One update into every target language at once.
+
+        Each language is its own engine job (``asyncio.gather``), so the step engine decodes
+        them in the same forward passes; each sends its caption (or its error) as soon as it
+        is done, and the next update starts when all are. A partial superseded while every
+        language still waits in the queue is dropped as a whole; once one runs, the others
+        run too (only a final cancels running partials).
+        """
+        assert self.sessions and self.options
+        # another segment than the sessions' current one starts with an empty draft, even
         # if no final closed the last one
-        self.session.enter_segment(update.segment)
-        started = time.perf_counter()
-        cancel, job_started = threading.Event(), threading.Event()
-        seq = None
+        for session in self.sessions.values():
+            session.enter_segment(update.segment)
         if not update.final:
-            self.inflight = (cancel, job_started)
-            if self.partial_seq is None:
-                self.partial_seq = self.state.worker.next_seq()
-            seq = self.partial_seq
+            self.forget_policies(update.segment)
+        started = time.perf_counter()
+        cancel = threading.Event()
+        begun = {lang: threading.Event() for lang in self.langs}
+        seqs: dict[str, int | None] = dict.fromkeys(self.langs)
+        if not update.final:
+            self.inflight = (cancel, list(begun.values()))
+            if self.partial_seqs is None:
+                self.partial_seqs = {lang: self.state.worker.next_seq() for lang in self.langs}
+            seqs.update(self.partial_seqs)
         self.superseding.clear()
+        jobs = [asyncio.create_task(self.translate_one(update, lang, started, cancel,
+                                                       begun[lang], seqs[lang]))
+                for lang in self.langs]
+        everything = asyncio.gather(*jobs, return_exceptions=True)
         try:
-            job = asyncio.create_task(self.state.translator.translate(
-                update.text, self.options, session=self.session, is_final=update.final,
-                priority=PRIORITY_FINAL if update.final else PRIORITY_PARTIAL,
-                bypass_limit=update.final, cancel=cancel, started=job_started, queue_seq=seq,
-            ))
             if not update.final:
                 stale = asyncio.create_task(self.superseding.wait())
-                await asyncio.wait({job, stale}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({everything, stale}, return_when=asyncio.FIRST_COMPLETED)
                 stale.cancel()
-                if not job.done() and not job_started.is_set():
-                    job.cancel()  # the engine skips it when its turn comes
-                    raise JobCancelledError("superseded while queued")
-            outcome = await job
+                if not everything.done() and not any(b.is_set() for b in begun.values()):
+                    for job in jobs:
+                        job.cancel()  # the engine skips them when their turn comes
+                    await asyncio.wait(jobs)
+                    self.superseded += 1  # a newer update replaced it while it waited
+                    return
+            results = await everything
+        finally:
+            self.inflight = None
+            if update.final or any(b.is_set() for b in begun.values()):
+                self.partial_seqs = None  # it ran: the next partial queues anew
+        if not update.final and any(r is True for r in results):
+            self.superseded += 1  # stopped by a final while running
+        for lang, result in zip(self.langs, results, strict=True):
+            if isinstance(result, ConnectionGone):
+                raise result
+            if isinstance(result, BaseException):
+                log_unexpected(log, result, "live translator", update.segment)
+                await self.error("internal_error", "Internal server error.",
+                                 segment=update.segment, final=update.final, lang=lang)
+
+    async def translate_one(self, update: Update, lang: str, started: float,
+                            cancel: threading.Event, begun: threading.Event,
+                            seq: int | None) -> bool:
+        """Translate ``update`` into ``lang`` and send its caption, or one error frame
+        naming the segment and the language. True when the job was cancelled (superseded
+        partial): it sends nothing then."""
+        session, options = self.sessions[lang], self.options[lang]
+        try:
+            outcome = await self.state.translator.translate(
+                update.text, options, session=session, is_final=update.final,
+                priority=PRIORITY_FINAL if update.final else PRIORITY_PARTIAL,
+                bypass_limit=update.final, cancel=cancel, started=begun, queue_seq=seq,
+            )
         except JobCancelledError:
             if update.final:  # finals are never superseded; should it happen, say so
                 await self.error("cancelled", "the final was cancelled",
-                                 segment=update.segment, final=True)
-                return
-            self.superseded += 1  # a newer update replaced it while it waited
-            return
+                                 segment=update.segment, final=True, lang=lang)
+                return False
+            return True
         except QueueFullError:
             await self.error("overloaded", "server busy; partial dropped",
-                             segment=update.segment, final=update.final)
-            return
+                             segment=update.segment, final=update.final, lang=lang)
+            return False
         except Exception as exc:  # noqa: BLE001 - reported as an error frame
             err = map_engine_error(exc)
             if err.status >= 500 and err.code == "internal_error":
                 log_unexpected(log, exc, "live translation", update.segment)
             await self.error(err.code or "error", err.message, segment=update.segment,
-                             final=update.final)
-            return
-        finally:
-            self.inflight = None
-            if job_started.is_set() or update.final:
-                self.partial_seq = None  # it ran: the next partial queues anew
+                             final=update.final, lang=lang)
+            return False
         if outcome.result.finish_reason == "cancelled":
             if update.final:
                 await self.error("cancelled", "the final was cancelled",
-                                 segment=update.segment, final=True)
-                return
-            self.superseded += 1
-            return
+                                 segment=update.segment, final=True, lang=lang)
+                return False
+            return True
+        key = (update.segment, lang)
         if update.final:
-            revision = self.revisions.pop(update.segment, 0) + 1  # the segment is closed
+            revision = self.revisions.pop(key, 0) + 1  # the segment is closed
         else:
-            revision = self.revisions.get(update.segment, 0) + 1
-            self.revisions[update.segment] = revision
+            revision = self.revisions.get(key, 0) + 1
+            self.revisions[key] = revision
         r = outcome.result
+        display = self.display(key, Translation(outcome.text, update.final, r.tokens))
         now = time.perf_counter()
         queue_ms = (started - update.received) * 1000 + max(
             0.0, (now - started) * 1000 - r.decode_ms)
@@ -415,9 +521,9 @@ class LiveConnection:
             self.state.metrics.caption_seconds.observe(now - update.received)
         self.state.metrics.observe_generation(r, route="live")
         self.state.metrics.observe_verdict(outcome)
-        await self.send({
-            "type": "caption", "segment": update.segment, "revision": revision,
-            "source": update.text, "text": outcome.text, "display_text": outcome.display_text,
+        payload = {
+            "type": "caption", "segment": update.segment, "lang": lang, "revision": revision,
+            "source": update.text, "text": outcome.text, "display_text": display,
             "final": update.final,
             "stats": {
                 **draft_stats(r),
@@ -427,7 +533,40 @@ class LiveConnection:
                 "pathology": outcome.pathology, "draft_dropped": outcome.draft_dropped,
                 "retried": outcome.retried,
             },
-        })
+        }
+        text = encode_frame(payload)
+        if self.room is not None:
+            self.room.publish(lang, payload, text, update.final)  # never waits for viewers
+        await self.send_text(text)
+        return False
+
+    # -- display -------------------------------------------------------------------------
+    def display(self, key: tuple[int, str], out: Translation) -> str:
+        """What viewers see of this output: the (segment, language)'s display policy, made
+        on the segment's first caption and forgotten after its final."""
+        policy = self.policies.get(key)
+        if policy is None:
+            lang = key[1]
+            detokenize = None
+            if self.display_mode == "mask-k":
+                # counts tokens as the translator's display-only mask does
+                detokenize = self.state.worker.engine.rt.detokenize
+            policy = display_policy(self.display_mode, self.options[lang].mask_k,
+                                    unit=display_unit(lang), detokenize=detokenize)
+            self.policies[key] = policy
+        shown = policy.show(out)
+        if out.final:
+            self.policies.pop(key, None)
+        return shown
+
+    def forget_policies(self, segment: int) -> None:
+        """A partial of ``segment`` is being translated: earlier segments' partial displays
+        are over (their finals, if still to come, show the final whole anyway)."""
+        stale = [k for k in self.policies if k[0] < segment]
+        for k in stale:
+            del self.policies[k]
+        while len(self.policies) > MAX_POLICIES:  # out-of-order segment numbers
+            del self.policies[min(self.policies)]
 
 
 def draft_stats(result: GenerationResult) -> dict[str, Any]:
@@ -517,6 +656,5 @@ async def live(ws: WebSocket) -> None:
         pass
     finally:
         state.live_connections.discard(conn)
-        if conn.session is not None:
-            state.sessions.release(conn.session)
-            state.sessions.drop(conn.session.session_id, owner)
+        conn.end_room()
+        conn.release_sessions()

@@ -1,4 +1,4 @@
-"""Bounds of the live socket: frame size, connections, pending finals.
+"""Bounds of the live socket: frame size, connections, pending finals, room viewers.
 
 A live connection is cheap while idle but holds a session (and so a slot of the session
 store) for its whole life, and a client that sends finals faster than the model translates
@@ -26,6 +26,10 @@ class LiveLimits:
     max_connections_per_key: int = 64  # per API key (only when the server has keys)
     max_pending_finals: int = 256  # finals queued per connection before backpressure
     backpressure_s: float = 30.0  # how long the reader waits for room before refusing
+    max_viewers: int = 2000  # room viewers (/v1/live/watch) per replica
+    max_viewers_per_room: int = 500  # viewers of one room
+    viewer_queue_frames: int = 64  # a viewer's queued frames before its partials are dropped
+    viewer_max_finals: int = 1024  # finals queued for one viewer before it is disconnected
 
     @classmethod
     def from_settings(cls, settings: Any) -> LiveLimits:

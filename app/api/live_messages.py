@@ -14,11 +14,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.api.live_frames import safe_echo, unencodable
+from app.api.rooms import ROOM_MAX_CHARS, valid_room
 from app.prompts import LANGUAGE_NAMES, UnsupportedLanguageError, check_language
 
 DRAFTER_NAMES = ("previous", "ngram", "dictionary", "trigram")  # drafters.chain.DEFAULT_ORDER
 MAX_SEGMENT = 2**53 - 1  # the largest integer a JavaScript client can hold exactly
 MAX_NAME_CHARS = 16  # language codes, drafter names, modes
+# Each target language is one more sequence in every forward pass of the talk: a handful is
+# what an event needs, and the bound keeps one speaker from taking the whole engine.
+MAX_TARGET_LANGS = 5
 
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
 
@@ -27,8 +31,12 @@ class StartMessage(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
 
     type: Literal["start"]
-    target_lang: Name
+    target_lang: Name | None = None
+    # fan-out (API.md "Events"): several targets instead of ``target_lang``
+    target_langs: list[Name] | None = Field(None, min_length=1, max_length=MAX_TARGET_LANGS)
     source_lang: Name = "en"
+    display_mode: Literal["mask-k", "stable"] = "mask-k"
+    room: str | None = Field(None, min_length=1, max_length=ROOM_MAX_CHARS)
     beta: float = Field(0.2, ge=0.0, lt=1.0, allow_inf_nan=False)
     mask_k: int = Field(3, ge=0, le=64)
     drafters: list[Literal["previous", "ngram", "dictionary", "trigram"]] | None = Field(
@@ -59,7 +67,8 @@ class Refusal(Exception):
 
 
 # pydantic error locations -> the error code a client can branch on
-_CODES = {"drafters": "unknown_drafter", "bias_scope": "unknown_mode"}
+_CODES = {"drafters": "unknown_drafter", "bias_scope": "unknown_mode",
+          "display_mode": "unknown_mode"}
 
 
 def _refusal(exc: ValidationError) -> Refusal:
@@ -73,21 +82,36 @@ def _refusal(exc: ValidationError) -> Refusal:
     return Refusal(code, message, param)
 
 
-def parse_start(msg: dict[str, Any]) -> tuple[StartMessage, str, str]:
-    """A valid ``start`` and its normalised (target, source) languages, or ``Refusal``."""
+def parse_start(msg: dict[str, Any]) -> tuple[StartMessage, list[str], str]:
+    """A valid ``start``, its normalised target languages (one or more, in the client's
+    order, no repeats) and source language, or ``Refusal``."""
     try:
         start = StartMessage.model_validate(msg)
         if start.drafters is not None and len(set(start.drafters)) != len(start.drafters):
             raise Refusal("invalid_message", "drafters: each drafter at most once", "drafters")
-        target = check_language(start.target_lang, "target_lang")
+        if (start.target_lang is None) == (start.target_langs is None):
+            param = "target_lang" if start.target_lang is None else "target_langs"
+            raise Refusal("invalid_message", "give either target_lang or target_langs "
+                          f"(a list of at most {MAX_TARGET_LANGS})", param)
+        if start.target_langs is not None:
+            targets = [check_language(t, "target_langs") for t in start.target_langs]
+            if len(set(targets)) != len(targets):
+                raise Refusal("invalid_message", "target_langs: each language at most once",
+                              "target_langs")
+        else:
+            targets = [check_language(start.target_lang or "", "target_lang")]
         source = check_language(start.source_lang, "source_lang")
+        if start.room is not None and not valid_room(start.room):
+            raise Refusal("invalid_room", f"room '{safe_echo(start.room, ROOM_MAX_CHARS)}': "
+                          f"1-{ROOM_MAX_CHARS} characters of A-Z a-z 0-9 . _ -, starting with "
+                          "a letter or digit", "room")
     except ValidationError as exc:
         raise _refusal(exc) from None
     except UnsupportedLanguageError as exc:
         raise Refusal("unsupported_language",
                       f"{exc.param}: unsupported language '{safe_echo(exc.code, MAX_NAME_CHARS)}'"
                       f"; supported: {', '.join(sorted(LANGUAGE_NAMES))}", exc.param) from None
-    return start, target, source
+    return start, targets, source
 
 
 def segment_of(msg: dict[str, Any]) -> int | None:

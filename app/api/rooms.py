@@ -1,0 +1,295 @@
+"""Rooms: one speaker's captions, broadcast to read-only viewers (API.md, "Events").
+
+A speaker's live connection that names a ``room`` publishes every caption frame it sends
+to that room; viewers on ``WebSocket /v1/live/watch`` subscribe to one language of it.
+Viewers cost no engine time: the speaker's frame is encoded once and the same text is
+queued for every viewer of its language.
+
+A slow viewer must never slow the speaker or other viewers, so publishing never waits: it
+appends to each viewer's own bounded ``ViewerQueue`` and wakes that viewer's sender task.
+When a queue is full its oldest *partial* frame is dropped (a partial is replaced by the
+next one anyway); finals are never dropped. A viewer so far behind that even its finals
+pile up past ``max_finals`` is disconnected instead (it may reconnect and get ``recent``):
+keeping them would let one stalled socket hold memory for the whole talk.
+
+Viewer tokens: with API keys, a viewer shows an HMAC of the room name, handed to the
+speaker in ``ready``; viewers never hold a speaker key. The HMAC key is derived from the
+server's API keys, so every replica with the same keys accepts the same tokens and nothing
+needs storing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import re
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+ROOM_MAX_CHARS = 64
+# Room names travel in URLs, logs and tokens: a short, safe charset, no leading punctuation.
+_ROOM_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+RECENT_FINALS = 50  # final captions per language a late viewer gets in ``joined``
+VIEWER_QUEUE_FRAMES = 64  # a viewer's outgoing frames before partials are dropped
+VIEWER_MAX_FINALS = 1024  # finals waiting for one viewer before it is disconnected
+
+
+def valid_room(name: object) -> bool:
+    """True for 1-64 characters of ``A-Z a-z 0-9 . _ -``, starting with a letter or digit."""
+    return isinstance(name, str) and _ROOM_RE.fullmatch(name) is not None
+
+
+class RoomTakenError(RuntimeError):
+    """The room already has a speaker (one speaker per room)."""
+
+
+class TooManyViewersError(RuntimeError):
+    """A viewer bound (per room or in total) is reached; the message says which."""
+
+
+@dataclass
+class Frame:
+    """One encoded frame waiting for a viewer, and whether it is a final (never dropped)."""
+
+    text: str
+    final: bool
+
+
+class ViewerQueue:
+    """A viewer's outgoing frames: bounded, dropping the oldest partial when full.
+
+    Pure logic (no sockets), so the drop policy is testable on its own. ``put`` never
+    blocks and never fails: the publisher is the speaker, who must not wait for a viewer.
+    """
+
+    def __init__(self, max_frames: int = VIEWER_QUEUE_FRAMES,
+                 max_finals: int = VIEWER_MAX_FINALS) -> None:
+        if max_frames < 1:
+            raise ValueError("max_frames must be >= 1")
+        self.max_frames = max_frames
+        self.max_finals = max(max_finals, 1)
+        self.frames: deque[Frame] = deque()
+        self.finals = 0  # finals among ``frames``
+        self.dropped = 0  # partial frames dropped so far
+        self.overflowed = False  # finals piled past ``max_finals``: the viewer must go
+        self.closed = False  # the talk ended: send what is queued, then ``ended``
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def put(self, text: str, final: bool) -> int:
+        """Queue a frame; returns how many partial frames were dropped to make room (0-1).
+
+        A full queue drops its oldest partial; when it holds none, an incoming partial is
+        itself the oldest partial and is dropped, and an incoming final is kept anyway
+        (finals are never dropped; ``max_finals`` bounds them by disconnecting instead).
+        """
+        if self.closed or self.overflowed:
+            return 0
+        dropped = 0
+        if len(self.frames) >= self.max_frames:
+            victim = next((i for i, f in enumerate(self.frames) if not f.final), None)
+            if victim is not None:
+                del self.frames[victim]
+                dropped = 1
+            elif not final:
+                self.dropped += 1
+                return 1
+        self.frames.append(Frame(text, final))
+        if final:
+            self.finals += 1
+            if self.finals > self.max_finals:
+                self.overflowed = True
+                self.frames.clear()
+                self.finals = 0
+        self.dropped += dropped
+        return dropped
+
+    def pop(self) -> Frame | None:
+        """The oldest queued frame, or None when there is none."""
+        if not self.frames:
+            return None
+        frame = self.frames.popleft()
+        if frame.final:
+            self.finals -= 1
+        return frame
+
+    def close(self) -> None:
+        """The talk ended: nothing more is queued; what is queued is still sent."""
+        self.closed = True
+
+
+@dataclass(eq=False)
+class Viewer:
+    """One viewer connection's subscription: its room, language and outgoing queue."""
+
+    room: Room
+    lang: str
+    queue: ViewerQueue
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass(eq=False)
+class Room:
+    """A speaker's talk: the viewers per language and the recent finals per language."""
+
+    name: str
+    recent_limit: int = RECENT_FINALS
+    speaker: object | None = None
+    langs: list[str] = field(default_factory=list)  # the speaker's target languages
+    viewers: dict[str, set[Viewer]] = field(default_factory=dict)
+    recent: dict[str, deque[dict[str, Any]]] = field(default_factory=dict)
+    on_drop: Callable[[int], None] | None = None
+
+    @property
+    def viewer_count(self) -> int:
+        return sum(len(v) for v in self.viewers.values())
+
+    def publish(self, lang: str, payload: dict[str, Any], text: str, final: bool) -> None:
+        """Hand one encoded caption frame of ``lang`` to its viewers; never waits.
+
+        ``payload`` is the frame as a dict (kept in ``recent`` when final), ``text`` the
+        same frame encoded once for every viewer.
+        """
+        if final:
+            self.recent.setdefault(lang, deque(maxlen=self.recent_limit)).append(payload)
+        dropped = 0
+        for viewer in self.viewers.get(lang, ()):
+            dropped += viewer.queue.put(text, final)
+            viewer.wake.set()
+        if dropped and self.on_drop is not None:
+            self.on_drop(dropped)
+
+    def recent_finals(self, lang: str) -> list[dict[str, Any]]:
+        """The recent final captions of ``lang``, newest last."""
+        return list(self.recent.get(lang, ()))
+
+    def end(self) -> None:
+        """The talk is over: every viewer gets what is queued, then ``ended``."""
+        self.speaker = None
+        for viewers in self.viewers.values():
+            for viewer in viewers:
+                viewer.queue.close()
+                viewer.wake.set()
+
+
+def token_secret(api_keys: Iterable[str]) -> bytes:
+    """The HMAC key of viewer tokens, derived from the API keys (one-way: a token reveals
+    no key), so replicas sharing keys share tokens and a key rotation revokes them."""
+    joined = "\x00".join(sorted(api_keys)).encode()
+    return hashlib.sha256(b"livetrans viewer tokens\x00" + joined).digest()
+
+
+class RoomRegistry:
+    """The rooms of one server: one speaker per room, viewers bounded per room and in total.
+
+    Runs on the event loop only (no locks): ``claim``, ``join``, ``leave``, ``release`` and
+    ``Room.publish`` are synchronous, so a viewer's ``recent`` snapshot and its queue see
+    each frame exactly once. A room exists while it has a speaker or viewers; viewers may
+    join before the speaker starts (they wait for the talk). When the speaker leaves, the
+    room is taken out of the registry at once (a new talk in the same room starts afresh)
+    while its viewers drain their queues and get ``ended``.
+    """
+
+    def __init__(self, api_keys: Iterable[str] = (), *, recent_limit: int = RECENT_FINALS,
+                 on_drop: Callable[[int], None] | None = None,
+                 on_viewers: Callable[[int], None] | None = None) -> None:
+        keys = set(api_keys)
+        self.tokens_required = bool(keys)
+        self._secret = token_secret(keys)
+        self.recent_limit = recent_limit
+        self.on_drop = on_drop
+        self.on_viewers = on_viewers
+        self.rooms: dict[str, Room] = {}
+        self.viewers = 0  # in total, including viewers of ended rooms still draining
+
+    # -- tokens --------------------------------------------------------------------------
+    def token(self, room: str) -> str:
+        """The viewer token of ``room`` (128 bits of HMAC-SHA256, hex)."""
+        return hmac.new(self._secret, room.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def token_ok(self, room: str, token: str | None) -> bool:
+        """Whether ``token`` admits a viewer to ``room`` (always, without API keys)."""
+        if not self.tokens_required:
+            return True
+        return bool(token) and hmac.compare_digest(self.token(room), str(token))
+
+    # -- speakers ------------------------------------------------------------------------
+    def claim(self, name: str, speaker: object, langs: list[str]) -> Room:
+        """Make ``speaker`` the room's speaker (``RoomTakenError`` if it has one)."""
+        room = self.rooms.get(name)
+        if room is not None and room.speaker is not None and room.speaker is not speaker:
+            raise RoomTakenError(f"room '{name}' already has a speaker")
+        if room is None:
+            room = self._new_room(name)
+        room.speaker, room.langs = speaker, list(langs)
+        return room
+
+    def release(self, room: Room, speaker: object) -> None:
+        """The speaker is done (stopped or gone): its viewers get ``ended``."""
+        if room.speaker is not speaker:
+            return
+        room.end()
+        if self.rooms.get(room.name) is room:
+            del self.rooms[room.name]
+
+    # -- viewers -------------------------------------------------------------------------
+    def join(self, name: str, lang: str, *, max_viewers: int, max_per_room: int,
+             queue_frames: int = VIEWER_QUEUE_FRAMES,
+             max_finals: int = VIEWER_MAX_FINALS) -> tuple[Viewer, list[dict[str, Any]]]:
+        """A new viewer of ``lang`` in room ``name`` and the recent finals it missed
+        (``TooManyViewersError`` past a bound). The room is created if it has no speaker
+        yet: the viewer waits for the talk."""
+        if self.viewers >= max_viewers:
+            raise TooManyViewersError(
+                f"too many viewers on this server (limit {max_viewers}); retry later")
+        room = self.rooms.get(name)
+        if room is not None and room.viewer_count >= max_per_room:
+            raise TooManyViewersError(
+                f"too many viewers in this room (limit {max_per_room}); retry later")
+        if room is None:
+            room = self._new_room(name)
+        viewer = Viewer(room, lang, ViewerQueue(queue_frames, max_finals))
+        room.viewers.setdefault(lang, set()).add(viewer)
+        self._count(+1)
+        return viewer, room.recent_finals(lang)
+
+    def leave(self, viewer: Viewer) -> None:
+        """The viewer's connection ended; an empty room without a speaker is forgotten."""
+        room = viewer.room
+        viewers = room.viewers.get(viewer.lang)
+        if viewers is None or viewer not in viewers:
+            return
+        viewers.discard(viewer)
+        if not viewers:
+            del room.viewers[viewer.lang]
+        self._count(-1)
+        if room.speaker is None and not room.viewers and self.rooms.get(room.name) is room:
+            del self.rooms[room.name]
+
+    def _new_room(self, name: str) -> Room:
+        room = Room(name, recent_limit=self.recent_limit, on_drop=self.on_drop)
+        self.rooms[name] = room
+        return room
+
+    def _count(self, delta: int) -> None:
+        self.viewers += delta
+        if self.on_viewers is not None:
+            self.on_viewers(self.viewers)
+
+
+def registry_of(state: Any) -> RoomRegistry:
+    """The server's ``RoomRegistry``, made on first use from its API keys and metrics."""
+    registry = getattr(state, "rooms", None)
+    if not isinstance(registry, RoomRegistry):
+        metrics = state.metrics
+        registry = RoomRegistry(
+            state.api_keys,
+            on_drop=lambda n: metrics.viewer_frames_dropped.inc(n),
+            on_viewers=lambda n: metrics.live_viewers.set(n),
+        )
+        state.rooms = registry
+    return registry

@@ -1,0 +1,145 @@
+"""``WebSocket /v1/live/watch``: read-only viewers of a room (API.md, "Events").
+
+    /v1/live/watch?room=keynote-1&lang=de[&token=VIEWER_TOKEN]
+
+The server sends ``{"type": "joined", "room", "lang", "recent": [...]}`` (the room's recent
+final captions of that language, newest last), then the speaker's ``caption`` frames of
+that language as they are made, then ``{"type": "ended"}`` when the speaker stops or
+leaves, and closes (1000). A viewer may join before the talk starts and waits for it.
+
+A viewer costs no engine time: it only forwards frames the speaker's connection already
+encoded (``app.api.rooms``). Each viewer has its own sender task and bounded queue, so a
+slow viewer loses partial frames (never finals) and slows nobody; one whose finals pile
+up past the bound is closed with 1013 (reconnecting gives it ``recent``). Viewers send
+nothing: their messages are read (to notice a disconnect) and ignored.
+
+Refusals are an ``error`` frame and a close code: 1008 (policy: bad room name, language or
+token, disallowed origin; retrying will not help) or 1013 (too many viewers; try later).
+With API keys a viewer needs the room's viewer token (``ready`` gives it to the speaker);
+an API key is not a viewer token, so viewers never hold a speaker's key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+
+from app.api.live_frames import encode_frame, log_unexpected, safe_echo
+from app.api.live_limits import CLOSE_POLICY, CLOSE_TRY_AGAIN, limits_of
+from app.api.origins import origin_allowed
+from app.api.rooms import (
+    ROOM_MAX_CHARS,
+    TooManyViewersError,
+    Viewer,
+    registry_of,
+    valid_room,
+)
+from app.prompts import UnsupportedLanguageError, check_language
+from app.state import ServerState
+
+log = logging.getLogger("livetrans.watch")
+router = APIRouter()
+
+CLOSE_NORMAL = 1000
+
+
+async def _refuse(ws: WebSocket, close_code: int, code: str, message: str) -> None:
+    """Accept, explain in an error frame, close: a browser sees the reason, where a refused
+    handshake is a bare HTTP 403."""
+    try:
+        await ws.accept()
+        await ws.send_text(encode_frame({"type": "error", "code": code, "message": message}))
+        await ws.close(code=close_code, reason=code)
+    except (WebSocketDisconnect, RuntimeError, OSError):
+        pass
+
+
+async def _send_frames(ws: WebSocket, viewer: Viewer) -> None:
+    """Forward the viewer's queue until the talk ends (``ended``, close 1000) or the viewer
+    fell too far behind (close 1013)."""
+    queue = viewer.queue
+    while True:
+        if queue.overflowed:
+            await ws.close(code=CLOSE_TRY_AGAIN, reason="viewer too slow")
+            return
+        frame = queue.pop()
+        if frame is not None:
+            await ws.send_text(frame.text)
+            continue
+        if queue.closed:
+            await ws.send_text(encode_frame({"type": "ended"}))
+            await ws.close(code=CLOSE_NORMAL)
+            return
+        viewer.wake.clear()
+        await viewer.wake.wait()
+
+
+async def _drain_incoming(ws: WebSocket) -> None:
+    """Read (and ignore) what the viewer sends, until it disconnects."""
+    while True:
+        message = await ws.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+
+
+@router.websocket("/v1/live/watch")
+async def watch(ws: WebSocket) -> None:
+    state: ServerState = ws.app.state.livetrans
+    if not origin_allowed(ws, state.settings):
+        await _refuse(ws, CLOSE_POLICY, "origin_not_allowed", "origin not allowed")
+        return
+    params = ws.query_params
+    room, lang_param, token = params.get("room", ""), params.get("lang", ""), params.get("token")
+    if not valid_room(room):
+        await _refuse(ws, CLOSE_POLICY, "invalid_room",
+                      f"room '{safe_echo(room, ROOM_MAX_CHARS)}': 1-{ROOM_MAX_CHARS} characters "
+                      "of A-Z a-z 0-9 . _ -, starting with a letter or digit")
+        return
+    try:
+        lang = check_language(lang_param[:16], "lang")
+    except UnsupportedLanguageError:
+        await _refuse(ws, CLOSE_POLICY, "unsupported_language",
+                      f"lang: unsupported language '{safe_echo(lang_param, 16)}'")
+        return
+    registry = registry_of(state)
+    if not registry.token_ok(room, token):
+        await _refuse(ws, CLOSE_POLICY, "invalid_token",
+                      "this room needs its viewer token (token=...), given to the speaker "
+                      "in 'ready'")
+        return
+    limits = limits_of(state)
+    try:
+        viewer, recent = registry.join(
+            room, lang, max_viewers=limits.max_viewers,
+            max_per_room=limits.max_viewers_per_room,
+            queue_frames=limits.viewer_queue_frames, max_finals=limits.viewer_max_finals)
+    except TooManyViewersError as exc:
+        await _refuse(ws, CLOSE_TRY_AGAIN, "too_many_viewers", str(exc))
+        return
+    # joined before the first await: ``recent`` and the queue see each final exactly once
+    sender: asyncio.Task | None = None
+    reader: asyncio.Task | None = None
+    try:
+        await ws.accept()
+        await ws.send_text(encode_frame({
+            "type": "joined", "room": room, "lang": lang, "recent": recent,
+            "langs": list(viewer.room.langs) if viewer.room.speaker is not None else [],
+        }))
+        sender = asyncio.create_task(_send_frames(ws, viewer))
+        reader = asyncio.create_task(_drain_incoming(ws))
+        await asyncio.wait({sender, reader}, return_when=asyncio.FIRST_COMPLETED)
+    except (WebSocketDisconnect, RuntimeError, OSError):
+        pass  # the viewer left
+    finally:
+        registry.leave(viewer)
+        for task in (sender, reader):
+            if task is None:
+                continue
+            if not task.done():
+                task.cancel()
+            elif not task.cancelled() and task.exception() is not None:
+                exc = task.exception()
+                if not isinstance(exc, (WebSocketDisconnect, RuntimeError, OSError)):
+                    log_unexpected(log, exc, "room viewer")
