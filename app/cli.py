@@ -121,6 +121,7 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "load-test": ("clients.load_test", "main", "many live sessions + HTTP load (loopback)"),
     "bench-concurrency": ("eval.concurrency_bench", "main",
                           "C concurrent streams: --parallel 1 vs --parallel C"),
+    "bench-events": ("eval.events_bench", "main", "fan-out and room viewers: what they cost"),
 }
 
 

@@ -479,3 +479,142 @@ def test_a_new_segment_starts_without_a_draft_and_stats_count_drafts_by_source(
         assert sum(proposed.values()) == stats["draft_tokens"]
         assert sum(accepted.values()) == stats["accepted_tokens"]
         assert proposed.get("ssbd", 0) == stats["ssbd_draft_tokens"]
+
+
+# -- events: several languages, display modes (issue 14) ------------------------------------
+def test_target_langs_fan_out_with_one_final_per_language(live_server, shared_data) -> None:
+    utterances = _stream_events(shared_data, 2)
+
+    async def main() -> tuple[dict, list[dict]]:
+        async with websockets.connect(_ws_url(live_server), max_size=None) as ws:
+            await ws.send(json.dumps({"type": "start", "target_langs": ["de", "ja"]}))
+            ready = json.loads(await ws.recv())
+            for seg, utt in enumerate(utterances):
+                for ev in utt["events"]:
+                    await ws.send(json.dumps({"type": ev["type"], "segment": seg,
+                                              "text": ev["text"]}))
+                    await asyncio.sleep(0.02)
+            await ws.send(json.dumps({"type": "stop"}))
+            return ready, await _collect_until_done(ws)
+
+    ready, msgs = asyncio.run(main())
+    assert ready["type"] == "ready" and ready["langs"] == ["de", "ja"]
+    assert [m for m in msgs if m["type"] == "error"] == [] and msgs[-1]["type"] == "done"
+    captions = [m for m in msgs if m["type"] == "caption"]
+    assert {c["lang"] for c in captions} == {"de", "ja"}
+    for lang in ("de", "ja"):
+        mine = [c for c in captions if c["lang"] == lang]
+        assert [c["segment"] for c in mine] == sorted(c["segment"] for c in mine)
+        for seg in range(len(utterances)):
+            seg_caps = [c for c in mine if c["segment"] == seg]
+            assert [c["revision"] for c in seg_caps] == list(range(1, len(seg_caps) + 1))
+            finals = [c for c in seg_caps if c["final"]]
+            assert len(finals) == 1 and finals[0] is seg_caps[-1]
+            assert finals[0]["display_text"] == finals[0]["text"]
+            assert finals[0]["source"] == utterances[seg]["events"][-1]["text"]
+    ja_final = next(c for c in captions if c["lang"] == "ja" and c["final"])
+    assert any("\u3040" <= ch <= "\u9fff" for ch in ja_final["text"])  # kana or kanji
+
+
+def test_single_language_captions_name_their_language(live_server) -> None:
+    async def main() -> list[dict]:
+        return await _session(live_server, [{"type": "final", "segment": 0, "text": "Hi."}],
+                              start=START)
+
+    captions = [m for m in asyncio.run(main()) if m["type"] == "caption"]
+    assert [(c["lang"], c["final"]) for c in captions] == [("de", True)]
+
+
+def test_one_failing_language_gets_an_error_naming_segment_and_language(
+        live_server, monkeypatch) -> None:
+    from app.engine.engine import ContextOverflowError
+
+    translator = live_server.app.state.livetrans.translator
+    real = translator.translate
+
+    async def flaky(text, opts, *args, **kwargs):
+        if opts.target_lang == "ja" and text == "Overflow.":
+            raise ContextOverflowError("prompt of 5000 tokens does not fit 4096")
+        return await real(text, opts, *args, **kwargs)
+
+    monkeypatch.setattr(translator, "translate", flaky)
+    frames = [{"type": "final", "segment": 0, "text": "Overflow."},
+              {"type": "final", "segment": 1, "text": "Fine."}]
+
+    async def main() -> list[dict]:
+        return await _session(live_server, frames, start={
+            "type": "start", "target_langs": ["de", "ja"], "drafters": []})
+
+    msgs = asyncio.run(main())
+    errors = [(m["code"], m["segment"], m["final"], m["lang"]) for m in msgs
+              if m["type"] == "error"]
+    assert errors == [("context_overflow", 0, True, "ja")]
+    finals = sorted((m["segment"], m["lang"]) for m in msgs
+                    if m["type"] == "caption" and m["final"])
+    assert finals == [(0, "de"), (1, "de"), (1, "ja")]
+
+
+@pytest.mark.parametrize(("start", "code", "param"), [
+    ({"target_langs": []}, "invalid_message", "target_langs"),
+    ({"target_langs": ["de", "ja", "zh", "fr", "es", "it"]}, "invalid_message",
+     "target_langs"),
+    ({"target_langs": ["de", "DE"]}, "invalid_message", "target_langs"),
+    ({"target_langs": ["de", "xx"]}, "unsupported_language", "target_langs"),
+    ({"target_langs": "de"}, "invalid_message", "target_langs"),
+    ({"target_langs": ["de"], "target_lang": "de"}, "invalid_message", "target_langs"),
+    ({}, "invalid_message", "target_lang"),
+    ({"target_lang": "de", "display_mode": "flashy"}, "unknown_mode", "display_mode"),
+    ({"target_lang": "de", "room": "a b"}, "invalid_room", "room"),
+    ({"target_lang": "de", "room": "x" * 65}, "invalid_message", "room"),
+    ({"target_lang": "de", "room": 7}, "invalid_message", "room"),
+])
+def test_a_bad_events_start_is_refused(live_server, start, code, param) -> None:
+    async def main() -> dict:
+        async with websockets.connect(_ws_url(live_server)) as ws:
+            await ws.send(json.dumps({"type": "start", "drafters": [], **start}))
+            return json.loads(await ws.recv())
+
+    refused = asyncio.run(main())
+    assert (refused["type"], refused["code"], refused["param"]) == ("error", code, param)
+
+
+def _units(text: str, lang: str) -> list[str]:
+    return [ch for ch in text if not ch.isspace()] if lang == "ja" else text.split()
+
+
+def test_display_mode_stable_never_retracts_a_shown_word_within_a_segment(
+        live_server) -> None:
+    sentences = ["The committee will meet again next week to discuss the new budget.",
+                 "Most of the members agreed that the plan needs more time."]
+
+    async def main() -> tuple[dict, list[dict]]:
+        async with websockets.connect(_ws_url(live_server), max_size=None) as ws:
+            await ws.send(json.dumps({"type": "start", "target_langs": ["de", "ja"],
+                                      "display_mode": "stable"}))
+            ready = json.loads(await ws.recv())
+            out: list[dict] = []
+            for seg, sentence in enumerate(sentences):
+                words = sentence.split()
+                for n in range(2, len(words) + 1, 2):  # one update at a time: no coalescing
+                    kind = "final" if n >= len(words) - 1 else "partial"
+                    text = sentence if kind == "final" else " ".join(words[:n])
+                    await ws.send(json.dumps({"type": kind, "segment": seg, "text": text}))
+                    for _ in range(2):  # one caption per language
+                        out.append(json.loads(await ws.recv()))
+                    if kind == "final":
+                        break
+            await ws.send(json.dumps({"type": "stop"}))
+            await _collect_until_done(ws)
+            return ready, out
+
+    ready, captions = asyncio.run(main())
+    assert ready["display_mode"] == "stable"
+    assert all(c["type"] == "caption" for c in captions)
+    for lang in ("de", "ja"):
+        for seg in range(len(sentences)):
+            seq = [c for c in captions if c["lang"] == lang and c["segment"] == seg]
+            assert seq[-1]["final"] and seq[-1]["display_text"] == seq[-1]["text"]
+            shown = [_units(c["display_text"], lang) for c in seq if not c["final"]]
+            assert shown[0] == []  # the first output has nothing to agree with
+            for before, after in zip(shown, shown[1:], strict=False):
+                assert after[: len(before)] == before  # nothing shown is taken back
