@@ -46,7 +46,13 @@ from app.api.live_limits import (
     admission_refusal,
     limits_of,
 )
-from app.api.live_messages import MAX_SEGMENT, Refusal, parse_start, parse_text, segment_of
+from app.api.live_messages import (
+    MAX_SEGMENT,
+    Refusal,
+    parse_start_targets,
+    parse_text,
+    segment_of,
+)
 from app.api.origins import origin_allowed
 from app.api.rooms import Room, RoomTakenError, registry_of
 from app.display import DisplayPolicy, Translation, display_policy, display_unit
@@ -307,7 +313,7 @@ class LiveConnection:
             await self.error("stopping", "'stop' was already received")
             return
         try:
-            start, targets, source = parse_start(msg)
+            start, targets, source = parse_start_targets(msg)
         except Refusal as exc:
             await self.error(exc.code, exc.message, param=exc.param)
             return
