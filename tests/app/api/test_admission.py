@@ -71,6 +71,9 @@ def test_requests_are_refused_while_queued_work_waits_too_long(server) -> None:
     assert waited.status_code == 200  # admitted work is still served
     metrics = httpx.get(server.url + "/metrics").text
     assert 'livetrans_admission_refusals_total{reason="busy"}' in metrics
+    for name in ("livetrans_step_batch_rows_count", "livetrans_step_sequences_count",
+                 "livetrans_slot_occupancy", 'livetrans_queue_wait_seconds_count{priority='):
+        assert name in metrics, name
     time.sleep(0.1)
     assert httpx.post(server.url + "/v1/chat/completions", json=BODY,
                       timeout=60).status_code == 200

@@ -35,7 +35,7 @@ def multi_runtime():
     from app.engine.runtime import LlamaRuntime, RuntimeConfig
     from app.model_files import default_model_path
 
-    rt = LlamaRuntime(RuntimeConfig(model_path=default_model_path(), n_ctx=2048, n_seq=4))
+    rt = LlamaRuntime(RuntimeConfig(model_path=default_model_path(), n_ctx=4096, n_seq=4))
     yield rt
     rt.close()
 
@@ -155,13 +155,17 @@ def test_a_final_preempts_a_long_request_on_a_single_sequence(runtime):
 
 
 def test_fair_share_a_third_clients_final_is_not_starved(multi_engine):
-    """Client A runs a long request, client B floods finals; client C's final is admitted
-    at once (within two steps), taking the place of one of B's."""
+    """Client A runs a ~3,500-token request, client B floods finals; client C's final is
+    admitted within two steps (taking the place of one of B's) and captioned within its
+    own decode steps plus at most two."""
     rt = multi_engine.rt
-    sched = StepScheduler(multi_engine, SchedulerConfig(prefill_chunk=64))
+    long_source = " ".join(SOURCES * 40)
+    long_req = GenerationRequest(prompt_tokens=rt.tokenize(long_source)[:3500],
+                                 max_tokens=64)
+    sched = StepScheduler(multi_engine, SchedulerConfig(prefill_chunk=256))
     try:
-        sched.submit(multi_engine.start(_request(rt, " ".join(SOURCES * 3), max_tokens=120)),
-                     priority=PRIORITY_REQUEST, client="A", order=0, cancel=threading.Event())
+        sched.submit(multi_engine.start(long_req), priority=PRIORITY_REQUEST, client="A",
+                     order=0, cancel=threading.Event())
         flood = [sched.submit(multi_engine.start(_request(rt, s)), priority=PRIORITY_FINAL,
                               client="B", order=1 + i, cancel=threading.Event())
                  for i, s in enumerate(SOURCES * 2)]
@@ -175,13 +179,16 @@ def test_fair_share_a_third_clients_final_is_not_starved(multi_engine):
             time.sleep(0.0005)
         admitted = sched.steps
         result = sched.run(mine)
+        finished = sched.steps
         for t in flood:
             sched.run(t)
     finally:
         sched.stop()
-    print(f"C's final submitted at step {at_submit}, admitted at step {admitted}, "
-          f"{result.forward_passes} passes of its own")
+    own = result.forward_passes
+    print(f"C's final: submitted at step {at_submit}, admitted at {admitted}, done by "
+          f"{finished} ({own} passes of its own)")
     assert admitted - at_submit <= 2 and result.text.strip()
+    assert finished - at_submit <= own + 2 + 1  # +1: the step running when it was polled
 
 
 def test_a_cancelled_generation_leaves_at_the_next_step(multi_engine):
