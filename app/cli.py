@@ -98,11 +98,25 @@ def GracefulServer(config):  # noqa: N802 - reads as a class at the call site
     return _graceful_server_class()(config)
 
 
+# Which extra installs the third-party modules a subcommand imports (pyproject's extras).
+_EXTRA_OF_MODULE = {"matplotlib": "eval", "sacrebleu": "eval", "tqdm": "eval",
+                    "jieba": "eval", "httpx": "clients", "rich": "clients",
+                    "pocketsphinx": "audio"}
+
+
 def _delegate(module: str, func: str) -> Callable[[list[str]], int]:
     def run(argv: list[str]) -> int:
         import importlib
 
-        return int(getattr(importlib.import_module(module), func)(argv) or 0)
+        try:
+            target = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            extra = _EXTRA_OF_MODULE.get((exc.name or "").split(".")[0])
+            if extra is None:
+                raise
+            raise UsageError(f"this command needs the '{extra}' extra: "
+                             f"pip install 'livetrans[{extra}]'") from None
+        return int(getattr(target, func)(argv) or 0)
 
     return run
 

@@ -88,3 +88,21 @@ def test_help_still_exits_0() -> None:
     for args in (["--help"], ["serve", "--help"], ["caption", "--help"]):
         proc = _run(*args)
         assert proc.returncode == 0 and "usage" in proc.stdout.lower(), proc.stderr
+
+
+def test_a_subcommand_without_its_extra_says_which_to_install(monkeypatch, capsys) -> None:
+    import importlib
+
+    from app.cli import main
+
+    real = importlib.import_module
+
+    def missing(name: str, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        if name == "eval.harness":
+            raise ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib, "import_module", missing)
+    assert main(["eval", "--help"]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'livetrans[eval]'" in err and "Traceback" not in err
