@@ -59,7 +59,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     app = create_app(settings)
     config = uvicorn.Config(app, host=settings.host, port=settings.port,
-                            log_level=settings.log_level, timeout_graceful_shutdown=30)
+                            log_level=settings.log_level,
+                            timeout_graceful_shutdown=int(settings.shutdown_grace_s))
     GracefulServer(config).run()
     return 0
 
