@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from app.prefix import common_prefix
+
 Unit = Literal["word", "char"]
 Detokenize = Callable[[Sequence[int]], str]
 
@@ -64,15 +66,6 @@ def join_units(text: str, unit: Unit, n: int) -> str:
             if seen == n:
                 return text[: i + 1].strip()
     return text.strip()
-
-
-def common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
-    """How many leading units ``a`` and ``b`` share."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from app.prefix import common_prefix
+
 # Session ids travel in logs, headers and the gateway's hash key: one rule for
 # the body field and the X-Session-ID header alike.
 SESSION_ID_MAX_CHARS = 128
@@ -68,11 +70,7 @@ def agreed_prefix(older: list[int], newer: list[int]) -> int:
     once and may be a guess from too little source. A small model's first guess from three
     words is often a hallucination that beta would otherwise keep for the whole sentence.
     """
-    n = min(len(older), len(newer))
-    i = 0
-    while i < n and older[i] == newer[i]:
-        i += 1
-    return i
+    return common_prefix(older, newer)
 
 
 @dataclass(frozen=True)

@@ -21,18 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.engine.runtime import LlamaRuntime
+from app.prefix import common_prefix
 
 # Copying a prefix shorter than this saves less than the bookkeeping costs.
 MIN_PREFIX_COPY = 8
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the common prefix of two token lists."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 @dataclass

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from app.prefix import common_prefix
+
 
 def units(text: str, unit: str) -> list[str]:
     """Split ``text`` into the units NE counts: ``word`` (whitespace), ``char``, or a
@@ -59,12 +61,7 @@ def ne_unit(lang: str) -> str:
     return bleu_tokenizer(lang)
 
 
-def lcp_len(a: Sequence[str], b: Sequence[str]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+lcp_len = common_prefix  # the name the erasure formulas use
 
 
 def erasures(outputs: Sequence[Sequence[str]]) -> list[int]:
