@@ -63,6 +63,13 @@ async def live_page() -> FileResponse:
     return FileResponse(_STATIC / "live.html", media_type="text/html")
 
 
+@router.get("/watch", include_in_schema=False)
+async def watch_page() -> FileResponse:
+    """The audience's caption screen (plain HTML + JS, talks to ``/v1/live/watch``; the room
+    and language are URL parameters, the viewer token too where the server has keys)."""
+    return FileResponse(_STATIC / "watch.html", media_type="text/html")
+
+
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
     state = get_state(request)

@@ -33,7 +33,7 @@ def test_page_replays_a_stream_and_shows_final_captions(live_server, shared_data
                   "--disable-component-update", "--disable-sync", "--no-first-run"])
         page = browser.new_page()
         page.goto(live_server.url + "/live?speed=4")
-        page.select_option("#target", "de")
+        page.check('#targets input[value="de"]')
         page.set_input_files("#file", str(stream))
         page.click("#replay")
         page.wait_for_function(
