@@ -2,9 +2,10 @@
 
 A server with an API key; one speaker replays the first utterances of a recorded ASR stream
 into a room with two target languages; three viewers (two German, one Japanese) watch the
-room on /watch with the room's viewer token. Every viewer must show every final caption of
-its language exactly once, in segment order, with the text the speaker received. The
-screenshots (1920x1080 and 390x844) are kept in tests/artifacts/ as reference images.
+room on /watch with the room's viewer token, one of them joining mid-talk. Every viewer must
+show every final caption of its language exactly once, in segment order, with the text the
+speaker received. The screenshots (1920x1080 and 390x844) are kept in tests/artifacts/ as
+reference images.
 
 Debian's ``chromium`` driven by Playwright, like test_live_page.py; skipped without them,
 and skipped when the server has no ``/v1/live/watch`` route.
@@ -102,9 +103,8 @@ def test_viewers_see_every_final_of_their_language_once_in_order(
         token = ready["viewer_token"]
 
         viewers = []  # (lang, context, page, screenshot name)
-        for lang, viewport, name in (("de", (1920, 1080), "watch_1920x1080.png"),
-                                     ("de", (390, 844), "watch_390x844.png"),
-                                     ("ja", (390, 844), "watch_ja_390x844.png")):
+
+        def open_viewer(lang: str, viewport: tuple[int, int], name: str) -> None:
             context = chromium.new_context(
                 viewport={"width": viewport[0], "height": viewport[1]},
                 has_touch=viewport[0] < 600, reduced_motion="reduce")  # no fade: stills
@@ -112,6 +112,11 @@ def test_viewers_see_every_final_of_their_language_once_in_order(
             page.goto(f"{keyed_server.url}/watch?room={ROOM}&lang={lang}&token={token}")
             page.wait_for_selector('body[data-state="live"]', timeout=WAIT_MS)
             viewers.append((lang, context, page, name))
+
+        # two viewers from the start; the third joins mid-talk (its first finals come in
+        # `joined.recent`, the rest live: each must still show up exactly once)
+        open_viewer("de", (1920, 1080), "watch_1920x1080.png")
+        open_viewer("ja", (390, 844), "watch_ja_390x844.png")
 
         def speak() -> None:
             for ev in events:
@@ -127,7 +132,11 @@ def test_viewers_see_every_final_of_their_language_once_in_order(
             if msg["type"] == "done":
                 break
             (captions if msg["type"] == "caption" else errors).append(msg)
+            if len(viewers) == 2 and msg["type"] == "caption" and msg["final"] and \
+                    msg["lang"] == "de":
+                open_viewer("de", (390, 844), "watch_390x844.png")
         sender.join()
+        assert len(viewers) == 3
 
     assert not errors, errors
     expected = {lang: [(c["segment"], c["display_text"]) for c in captions
