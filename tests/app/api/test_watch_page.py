@@ -181,6 +181,11 @@ def test_caption_screen_controls_and_language_switch(keyed_server, chromium) -> 
     page.select_option("#lang", "ja")
     assert "lang=ja" in page.url
     assert page.get_attribute("html", "lang") == "ja"
+    # caption text is text, never markup
+    html = "<img src=x onerror=\"document.title='pwned'\"><b>bold</b>"
+    page.evaluate("t => onCaption({segment: 7, final: true, lang: 'ja', display_text: t})", html)
+    assert finals_on(page) == [(7, html)]
+    assert page.locator("#finals img, #finals b").count() == 0
     context.close()
 
 
