@@ -7,6 +7,7 @@ import asyncio
 import json
 import uuid
 
+import httpx
 import pytest
 import websockets
 
@@ -149,6 +150,9 @@ def test_viewers_are_bounded_per_room_and_in_total(live_server, monkeypatch) -> 
     assert "room" in room_err["message"]
     assert (total_err["code"], total_code) == ("too_many_viewers", 1013)
     assert _viewers_gone(live_server)
+    metrics = httpx.get(live_server.url + "/metrics").text
+    assert "livetrans_live_viewers 0.0" in metrics
+    assert "livetrans_viewer_frames_dropped_total" in metrics
 
 
 @pytest.mark.parametrize(("query", "code"), [
