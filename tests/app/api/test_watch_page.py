@@ -4,8 +4,9 @@ A server with an API key; one speaker replays the first utterances of a recorded
 into a room with two target languages; three viewers (two German, one Japanese) watch the
 room on /watch with the room's viewer token, one of them joining mid-talk. Every viewer must
 show every final caption of its language exactly once, in segment order, with the text the
-speaker received. The screenshots (1920x1080 and 390x844) are kept in tests/artifacts/ as
-reference images.
+speaker received. The screenshots (1920x1080 and 390x844) kept in tests/artifacts/ are the
+reference images; a run writes its own to a temporary folder, and replaces the references
+only with ``LIVETRANS_UPDATE_REFERENCES=1`` (so a test run leaves the tree clean).
 
 Debian's ``chromium`` driven by Playwright, like test_live_page.py; skipped without them,
 and skipped when the server has no ``/v1/live/watch`` route.
@@ -14,7 +15,9 @@ and skipped when the server has no ``/v1/live/watch`` route.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -24,7 +27,10 @@ import pytest
 from tests.conftest import LiveServer
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+ARTIFACTS = (Path(__file__).resolve().parents[2] / "artifacts"
+             if os.environ.get("LIVETRANS_UPDATE_REFERENCES") == "1"
+             else Path(tempfile.gettempdir()) / "livetrans-screenshots")
+ARTIFACTS.mkdir(parents=True, exist_ok=True)
 KEY = "watch-test-key"
 ROOM = "keynote-1"
 LANGS = ["de", "ja"]
