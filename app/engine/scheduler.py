@@ -208,6 +208,8 @@ class StepScheduler:
                         t.error = exc
                         t.gen.fail("error")
                         self._retire(t)
+                    for t in list(self.active):  # their KV went too: they re-prefill
+                        self._preempt(t)
                 continue
             self.steps += 1
             if self.on_step is not None:

@@ -207,3 +207,31 @@ def test_a_cancelled_generation_leaves_at_the_next_step(multi_engine):
         sched.stop()
     assert result.finish_reason == "cancelled"
     assert result.forward_passes - passes <= 1
+
+
+def test_a_failed_step_fails_its_sequences_and_the_scheduler_goes_on(runtime, monkeypatch):
+    runtime.clear()
+    engine = Engine(runtime)
+    real_step = engine.step
+    calls = {"n": 0}
+
+    def failing_once(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("llama_decode returned -1")
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "step", failing_once)
+    sched = StepScheduler(engine)
+    try:
+        doomed = sched.submit(engine.start(_request(runtime, "Good morning.")),
+                              priority=PRIORITY_REQUEST, client="a", order=0,
+                              cancel=threading.Event())
+        with pytest.raises(RuntimeError, match="llama_decode"):
+            sched.run(doomed)
+        fine = sched.submit(engine.start(_request(runtime, "Good evening.")),
+                            priority=PRIORITY_REQUEST, client="a", order=1,
+                            cancel=threading.Event())
+        assert sched.run(fine).text.strip()
+    finally:
+        sched.stop()
