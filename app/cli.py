@@ -9,12 +9,12 @@ server, malformed input. ``main`` is the one place that turns those into that li
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Callable
 
 from app.engine.cpu_threads import POLICIES, configure_omp_wait
+from app.logs import configure_logging
 from app.model_files import ModelFileError, resolve_model_path
 from app.settings import Settings, SettingsError, load_settings
 from app.usage import EXIT_USAGE, UsageError, one_line_argparse_errors
@@ -51,15 +51,14 @@ def _serve(args: argparse.Namespace) -> int:
     settings.check_files()
     resolve_model_path(settings.model)  # a missing model is one line now, not in a thread
     configure_omp_wait(settings.omp_wait_policy)
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    configure_logging(settings.log_level, settings.log_format)
     from app.server import create_app
 
     app = create_app(settings)
+    # uvicorn's access log is off (the server logs each request once, with its id) and its
+    # own log config is not applied (its loggers go through ours, text or JSON)
     config = uvicorn.Config(app, host=settings.host, port=settings.port,
-                            log_level=settings.log_level,
+                            log_level=settings.log_level, access_log=False, log_config=None,
                             timeout_graceful_shutdown=int(settings.shutdown_grace_s))
     GracefulServer(config).run()
     return 0
@@ -190,8 +189,18 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_USAGE
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("livetrans")
+    except PackageNotFoundError:  # run from a source tree without installing
+        return "unknown (not installed)"
+
+
 def _main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="livetrans", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"livetrans {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="start the OpenAI-compatible server")
     _add_settings_flags(serve)

@@ -30,6 +30,7 @@ from app.engine.engine import Engine
 from app.engine.runtime import LlamaRuntime, RuntimeConfig
 from app.engine.scheduler import PRIORITY_NAMES, SchedulerConfig
 from app.engine.worker import EngineWorker, client_identity
+from app.logs import current_request_id
 from app.model_files import DEFAULT_MODEL_ID, model_id_for, resolve_model_path
 from app.prompts import ChatTemplateFormat, choose_prompt_format, render_plain_chat
 from app.sessions import SessionStore
@@ -131,6 +132,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
     @app.middleware("http")
     async def auth_and_log(request: Request, call_next):
         rid = request_id(request.headers.get("x-request-id"))
+        current_request_id.set(rid)
         t0 = time.perf_counter()
         path = request.url.path
         route = route_label(labelled, request.scope)

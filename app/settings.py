@@ -125,9 +125,12 @@ class Settings(BaseSettings):
     )
     log_level: Literal[LOG_LEVELS] = Field(
         "info", description="critical, error, warning, info or debug")
+    log_format: Literal["text", "json"] = Field(
+        "text", description="log lines as text or one JSON object per line (with request_id)")
     verbose_llama: bool = Field(False, description="show llama.cpp's own log lines")
 
-    @field_validator("log_level", "omp_wait_policy", "prompt_format", "final_steps",
+    @field_validator("log_level", "log_format", "omp_wait_policy", "prompt_format",
+                     "final_steps",
                      mode="before")
     @classmethod
     def _lowercase(cls, value: Any) -> Any:

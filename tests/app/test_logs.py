@@ -1,0 +1,39 @@
+"""Log lines: JSON for log shippers, with the id of the request being handled."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from app.logs import JsonFormatter, RequestIdFilter, current_request_id
+
+
+def _record(message: str) -> logging.LogRecord:
+    record = logging.LogRecord("livetrans.test", logging.INFO, __file__, 1, message, (), None)
+    RequestIdFilter().filter(record)
+    return record
+
+
+def test_json_lines_carry_the_request_id_of_the_request_being_handled() -> None:
+    token = current_request_id.set("abc123")
+    try:
+        line = JsonFormatter().format(_record('quote " and newline\n inside'))
+    finally:
+        current_request_id.reset(token)
+    entry = json.loads(line)
+    assert "\n" not in line and entry["request_id"] == "abc123"
+    assert entry["level"] == "info" and entry["message"].startswith('quote "')
+
+
+def test_lines_outside_a_request_have_no_request_id() -> None:
+    assert "request_id" not in json.loads(JsonFormatter().format(_record("startup")))
+
+
+def test_version_flag(capsys) -> None:
+    import pytest
+
+    from app.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("livetrans ")
