@@ -13,16 +13,14 @@ only caller.
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from app.engine.vocab import LlamaVocab, import_llama
-
-log = logging.getLogger("livetrans.llama")
+from app.engine.llama_lib import import_llama, silence_llama_logs
+from app.engine.vocab import LlamaVocab
 
 
 class DecodeError(RuntimeError):
@@ -41,27 +39,6 @@ class RuntimeConfig:
     verbose: bool = False
     # Sequences (llama.cpp's slots) sharing one unified KV cache; each may grow to n_ctx.
     n_seq: int = 1
-
-
-# ggml_log_level: 1 debug, 2 info, 3 warn, 4 error, 5 continuation of the previous line.
-_LOG_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
-
-
-_LOG_CALLBACK = None
-
-
-def silence_llama_logs(ll, verbose: bool = False) -> None:  # noqa: ANN001 - the module
-    """Route llama.cpp's log lines to Python logging (errors only unless ``verbose``)."""
-    global _LOG_CALLBACK
-
-    def _callback(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-        py_level = _LOG_LEVELS.get(int(level), logging.DEBUG)
-        if verbose or py_level >= logging.ERROR:
-            log.log(py_level, text.decode("utf-8", "replace").rstrip())
-
-    # Keep a reference: ctypes callbacks must outlive their registration.
-    _LOG_CALLBACK = ll.llama_log_callback(_callback)
-    ll.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
 
 
 class LlamaRuntime:

@@ -10,12 +10,7 @@ import ctypes
 import hashlib
 from pathlib import Path
 
-
-def import_llama():  # noqa: ANN201 - returns the module
-    # OpenMP reads its wait policy when this import loads it: see app.engine.cpu_threads.
-    import llama_cpp
-
-    return llama_cpp
+from app.engine.llama_lib import import_llama, silence_llama_logs
 
 
 class LlamaVocab:
@@ -31,8 +26,6 @@ class LlamaVocab:
     def load(cls, model_path: Path) -> LlamaVocab:
         """Load only the vocabulary of a GGUF file."""
         ll = import_llama()
-        from app.engine.runtime import silence_llama_logs
-
         silence_llama_logs(ll)
         params = ll.llama_model_default_params()
         params.vocab_only = True
