@@ -123,9 +123,9 @@ def _delegate(module: str, func: str) -> Callable[[list[str]], int]:
 
 DELEGATED: dict[str, tuple[str, str, str]] = {
     "bench": ("eval.bench_engine", "main", "engine cost model: decode, verify, prefill"),
-    "build-dict": ("drafters.build", "build_dict_main", "build a DictSpec dictionary"),
-    "build-trigram": ("drafters.build", "build_trigram_main", "build a sparse trigram table"),
-    "fertility": ("drafters.build", "fertility_main", "tokens per word"),
+    "build-dict": ("app.table_tools", "build_dict_main", "build a DictSpec dictionary"),
+    "build-trigram": ("app.table_tools", "build_trigram_main", "build a sparse trigram table"),
+    "fertility": ("app.table_tools", "fertility_main", "tokens per word"),
     "dict-latency": ("eval.dict_latency", "main", "dictionary lookup latency p50/p99"),
     "emulate": ("eval.emulator", "main", "replay references through drafters, no model"),
     "drafter-bench": ("eval.drafter_bench", "main", "drafter chains vs plain decoding"),

@@ -1,0 +1,93 @@
+"""Command lines of the offline drafter-table builders: ``livetrans build-dict``,
+``livetrans build-trigram`` and ``livetrans fertility``.
+
+They load a model's vocabulary (``app.engine.vocab``) and call the builders of
+``drafters.build``; keeping them here lets the ``drafters`` package import nothing from
+``app``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from drafters.build import ORDERS, build_dictionary, fertility, read_lines
+
+BUILD_DICT_HELP = """Build a DictSpec dictionary drafter table from a monolingual corpus.
+
+Counts frequent words and word n-grams (orders n1, n12, n123), tokenizes each with the
+target model's tokenizer, and keeps for each token prefix its most probable continuation
+when that probability reaches --p-min; the --size most frequent prefixes are kept
+(DictSpec, section 3.1)."""
+
+
+def _vocab(model: str | None):  # noqa: ANN202
+    from app.engine.vocab import LlamaVocab
+    from app.model_files import resolve_model_path
+
+    return LlamaVocab.load(resolve_model_path(model))
+
+
+def build_dict_main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="livetrans build-dict", description=BUILD_DICT_HELP,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", type=Path, required=True, help="monolingual text, a line each")
+    ap.add_argument("--lang", required=True)
+    ap.add_argument("--model", default=None, help="GGUF whose tokenizer to use (default: bundled)")
+    ap.add_argument("--orders", choices=sorted(ORDERS), default="n123")
+    ap.add_argument("--size", type=int, default=200_000)
+    ap.add_argument("--p-min", type=float, default=0.2,
+                    help="0.2 emulated best on FLORES dev for de, zh, ja, uk")
+    ap.add_argument("--min-count", type=int, default=1)
+    ap.add_argument("--max-lines", type=int, default=None)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    vocab = _vocab(args.model)
+    drafter, header = build_dictionary(args.corpus, args.lang, vocab, args.orders, args.size,
+                                       args.p_min, args.max_lines, args.min_count)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    drafter.save(args.out)
+    header["file_bytes"] = args.out.stat().st_size
+    print(json.dumps(header, ensure_ascii=False, indent=2))
+    return 0
+
+
+def build_trigram_main(argv: list[str] | None = None) -> int:
+    from drafters.trigram import build_trigram
+
+    ap = argparse.ArgumentParser(prog="livetrans build-trigram",
+                                 description="sparse trigram drafter table from a corpus")
+    ap.add_argument("--corpus", type=Path, required=True)
+    ap.add_argument("--lang", required=True)
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--max-lines", type=int, default=None)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    vocab = _vocab(args.model)
+    t0 = time.perf_counter()
+    drafter = build_trigram(read_lines(args.corpus, args.max_lines), args.lang, vocab)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    drafter.save(args.out)
+    print(json.dumps({"contexts": drafter.n_contexts, "bigram_contexts": drafter.n_bigrams,
+                      "build_s": round(time.perf_counter() - t0, 1),
+                      "file_bytes": args.out.stat().st_size}))
+    return 0
+
+
+def fertility_main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="livetrans fertility",
+                                 description="tokens per word, per language and tokenizer")
+    ap.add_argument("--file", type=Path, action="append", required=True,
+                    help="LANG=PATH, repeatable (e.g. de=flores/dev/deu_Latn.dev)")
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--max-lines", type=int, default=None)
+    args = ap.parse_args(argv)
+    vocab = _vocab(args.model)
+    print(f"tokenizer: {vocab.model_name}")
+    for spec in args.file:
+        lang, path = str(spec).split("=", 1)
+        value = fertility(read_lines(Path(path), args.max_lines), lang, vocab)
+        print(f"{lang}\t{value:.2f}")
+    return 0
