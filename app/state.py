@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from app.api.errors import APIError
 from app.engine.worker import EngineWorker
 from app.metrics import Metrics
 from app.sessions import SessionStore
@@ -37,14 +36,6 @@ class ServerState:
     @property
     def ready(self) -> bool:
         return self.translator is not None and not self.shutting_down
-
-    def require_ready(self) -> None:
-        if self.shutting_down:
-            raise APIError(503, "Server is shutting down.", code="shutting_down")
-        if self.translator is None:
-            reason = self.load_error or "the model is still loading"
-            raise APIError(503, f"Not ready: {reason}.", code="not_ready",
-                           headers={"Retry-After": "2"})
 
 
 def get_state(request: Request) -> ServerState:

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Header, Request
 from sse_starlette.sse import EventSourceResponse
 
 from app.api.affinity import check_session_affinity
-from app.api.errors import APIError, error_body, internal_error
+from app.api.errors import APIError, error_body, internal_error, require_ready
 from app.api.schemas import (
     AssistantMessage,
     ChatCompletion,
@@ -323,7 +323,7 @@ async def chat_completions(
         None, min_length=1, max_length=SESSION_ID_MAX_CHARS, pattern=SESSION_ID_PATTERN),
 ):
     state = get_state(request)
-    state.require_ready()
+    require_ready(state)
     owner = getattr(request.state, "owner", None)
     prep = _prepare(body, state, x_session_id, owner)
     check_session_affinity(request.headers, prep.session_id)

@@ -1,0 +1,105 @@
+"""The package layers import only downward, and no two modules import each other.
+
+Layers, bottom up: ``drafters`` (pure drafting) < ``app.engine`` (the model) < the rest of
+``app`` (translation, sessions, settings) < ``app.api`` (HTTP and WebSocket) < the
+composition roots ``app.server`` and ``app.cli``. ``eval`` and ``clients`` are tools on top.
+An AST read of every module: imports inside functions count too (a lazy import is still a
+dependency); imports under ``if TYPE_CHECKING:`` do not.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("app", "drafters", "clients", "eval")
+ROOTS = {"app.server", "app.cli"}
+# pure helpers the engine may use (no model, no server state)
+ENGINE_MAY_USE = {"app.pathology", "app.prefix"}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(tree: ast.AST) -> set[str]:
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {}
+    for pkg in PACKAGES:
+        for path in (REPO / pkg).rglob("*.py"):
+            modules[_module_name(path)] = path
+    graph = {}
+    for name, path in modules.items():
+        deps = {imp for imp in _imports(ast.parse(path.read_text(encoding="utf-8")))
+                if imp in modules and imp != name}
+        graph[name] = deps
+    return graph
+
+
+def _layer(module: str) -> int:
+    if module.startswith("drafters"):
+        return 0
+    if module.startswith("app.engine"):
+        return 1
+    if module in ROOTS:
+        return 4
+    if module.startswith("app.api"):
+        return 3
+    if module.startswith("app"):
+        return 2
+    return 5  # eval, clients: tools
+
+
+def test_layers_import_only_downward() -> None:
+    upward = []
+    for module, deps in _graph().items():
+        for dep in deps:
+            if module.startswith("app.engine") and dep in ENGINE_MAY_USE:
+                continue
+            if _layer(dep) > _layer(module):
+                upward.append(f"{module} -> {dep}")
+    assert not upward, "upward imports:\n" + "\n".join(sorted(upward))
+
+
+def test_no_two_modules_import_each_other() -> None:
+    graph = _graph()
+    cycles = []
+    state: dict[str, int] = {}
+
+    def walk(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                cycles.append(" -> ".join(stack[stack.index(dep):] + [node, dep])
+                              if dep in stack else f"{node} -> {dep}")
+            elif dep not in state:
+                walk(dep, [*stack, node])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            walk(node, [])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
