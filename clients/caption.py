@@ -38,7 +38,7 @@ from rich.text import Text
 from app.engine.draft_stats import DraftStats
 from app.usage import UsageError, require_file
 from clients.audio import AudioSource, open_audio
-from clients.urls import live_url
+from clients.urls import default_server, live_url
 from eval.metrics.erasure import normalized_erasure
 from eval.metrics.speed import percentile
 
@@ -312,8 +312,9 @@ async def run_client(args: argparse.Namespace, utterances: list[dict] | None,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans caption", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--server", default="http://127.0.0.1:8000",
-                    help="the server's address (http://, https://, ws:// or wss://)")
+    ap.add_argument("--server", default=default_server(),
+                    help="the server's address (http://, https://, ws:// or wss://; default: "
+                         "$LIVETRANS_SERVER, else %(default)s)")
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--file", type=Path, help="ASR partials JSONL to replay")
     src.add_argument("--stdin", action="store_true", help="read partials from stdin")

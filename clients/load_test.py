@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 import httpx
 import websockets
 
-from clients.urls import live_url
+from clients.urls import default_server, live_url
 from eval.metrics.speed import percentile
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -165,7 +165,9 @@ async def run(args: argparse.Namespace) -> LoadStats:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans load-test", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--server", default="http://127.0.0.1:8000")
+    ap.add_argument("--server", default=default_server(),
+                    help="loopback server address (default: $LIVETRANS_SERVER, else "
+                         "%(default)s)")
     ap.add_argument("--asr-file", type=Path, required=True)
     ap.add_argument("--sessions", type=int, default=50)
     ap.add_argument("--updates", type=int, default=100)

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 _SCHEMES = {"http://": "ws://", "https://": "wss://", "ws://": "ws://", "wss://": "wss://"}
+
+
+LOCAL_SERVER = "http://127.0.0.1:8000"
+
+
+def default_server() -> str:
+    """``LIVETRANS_SERVER`` when set (the server a user works against), else the local
+    default of ``livetrans serve``: client commands then need no ``--server`` at all."""
+    return os.environ.get("LIVETRANS_SERVER", "").strip() or LOCAL_SERVER
 
 
 def live_url(server: str) -> str:

@@ -41,3 +41,17 @@ def test_draft_counts_by_source_add_up_over_captions() -> None:
     stats.count_drafts({"draft_tokens": 1})  # a server without the field: nothing counted
     assert stats.summary("word")["drafts_accepted"] == "ngram 0/2, ssbd 7/8"
     assert RunStats().summary("word")["drafts_accepted"] == "0"
+
+
+def test_the_tracked_sample_replays_without_any_data_beside_the_repo(live_server, capsys,
+                                                                     monkeypatch) -> None:
+    """The README's first caption command: the sample in eval/samples, the server from
+    ``LIVETRANS_SERVER``."""
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[2] / "eval" / "samples" / "asr_sample_en.jsonl"
+    monkeypatch.setenv("LIVETRANS_SERVER", live_server.url)
+    assert main(["--file", str(sample), "--fast", "--quiet", "--json",
+                 "--target-lang", "de"]) == 0
+    stats = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert stats["finals"] == 3 and stats["errors"] == 0

@@ -7,3 +7,12 @@ def test_http_and_ws_addresses_give_the_live_websocket_url() -> None:
     assert live_url("ws://h:1") == "ws://h:1/v1/live"
     assert live_url("wss://h") == "wss://h/v1/live"
     assert live_url("localhost:8000") == "ws://localhost:8000/v1/live"
+
+
+def test_client_commands_take_the_server_from_livetrans_server(monkeypatch) -> None:
+    from clients.urls import LOCAL_SERVER, default_server
+
+    monkeypatch.delenv("LIVETRANS_SERVER", raising=False)
+    assert default_server() == LOCAL_SERVER
+    monkeypatch.setenv("LIVETRANS_SERVER", "https://captions.example:8443")
+    assert default_server() == "https://captions.example:8443"
