@@ -17,7 +17,7 @@ from app.engine.cpu_threads import POLICIES, configure_omp_wait
 from app.logs import configure_logging
 from app.model_files import ModelFileError, resolve_model_path
 from app.settings import Settings, SettingsError, load_settings
-from app.usage import EXIT_USAGE, UsageError, one_line_argparse_errors
+from app.usage import EXIT_USAGE, PlainHelp, UsageError, one_line_argparse_errors
 
 
 def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
@@ -199,10 +199,12 @@ def _version() -> str:
 
 
 def _main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="livetrans", description=__doc__)
+    parser = argparse.ArgumentParser(prog="livetrans", description=__doc__,
+                                     formatter_class=PlainHelp)
     parser.add_argument("--version", action="version", version=f"livetrans {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="start the OpenAI-compatible server")
+    serve = sub.add_parser("serve", help="start the OpenAI-compatible server",
+                           formatter_class=PlainHelp)
     _add_settings_flags(serve)
     for name, (_, _, help_text) in DELEGATED.items():
         sub.add_parser(name, help=help_text, add_help=False)

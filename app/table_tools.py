@@ -13,6 +13,7 @@ import json
 import time
 from pathlib import Path
 
+from app.usage import PlainHelp
 from drafters.build import ORDERS, build_dictionary, fertility, read_lines
 
 BUILD_DICT_HELP = """Build a DictSpec dictionary drafter table from a monolingual corpus.
@@ -32,7 +33,7 @@ def _vocab(model: str | None):  # noqa: ANN202
 
 def build_dict_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans build-dict", description=BUILD_DICT_HELP,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=PlainHelp)
     ap.add_argument("--corpus", type=Path, required=True, help="monolingual text, a line each")
     ap.add_argument("--lang", required=True)
     ap.add_argument("--model", default=None, help="GGUF whose tokenizer to use (default: bundled)")
@@ -58,7 +59,8 @@ def build_trigram_main(argv: list[str] | None = None) -> int:
     from drafters.trigram import build_trigram
 
     ap = argparse.ArgumentParser(prog="livetrans build-trigram",
-                                 description="sparse trigram drafter table from a corpus")
+                                 description="sparse trigram drafter table from a corpus",
+                                 formatter_class=PlainHelp)
     ap.add_argument("--corpus", type=Path, required=True)
     ap.add_argument("--lang", required=True)
     ap.add_argument("--model", default=None)
@@ -78,7 +80,8 @@ def build_trigram_main(argv: list[str] | None = None) -> int:
 
 def fertility_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans fertility",
-                                 description="tokens per word, per language and tokenizer")
+                                 description="tokens per word, per language and tokenizer",
+                                 formatter_class=PlainHelp)
     ap.add_argument("--file", type=Path, action="append", required=True,
                     help="LANG=PATH, repeatable (e.g. de=flores/dev/deu_Latn.dev)")
     ap.add_argument("--model", default=None)

@@ -58,3 +58,28 @@ def one_line_argparse_errors() -> Iterator[None]:
         yield
     finally:
         argparse.ArgumentParser.error = original  # type: ignore[method-assign]
+
+
+class PlainHelp(argparse.RawDescriptionHelpFormatter):
+    """``--help`` that reads as plain text: docstring markup (````x````) dropped, paragraphs
+    kept, and every option's default shown (an option without help gets one line saying
+    its default)."""
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(text.replace("``", ""))
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if not action.help and self._shows_default(action):
+            action.help = "default: %(default)s"  # argparse skips options without help
+        return super()._format_action(action)
+
+    @staticmethod
+    def _shows_default(action: argparse.Action) -> bool:
+        return (action.default not in (None, False, argparse.SUPPRESS)
+                and bool(action.option_strings) and action.nargs != 0)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = (action.help or "").replace("``", "")
+        if not self._shows_default(action) or "%(default)" in text or "default" in text:
+            return text
+        return f"{text} (default: %(default)s)"

@@ -36,7 +36,7 @@ from rich.table import Table
 from rich.text import Text
 
 from app.engine.draft_stats import DraftStats
-from app.usage import UsageError, require_file
+from app.usage import PlainHelp, UsageError, require_file
 from clients.audio import AudioSource, open_audio
 from clients.urls import default_server, live_url
 from eval.metrics.erasure import normalized_erasure
@@ -311,7 +311,7 @@ async def run_client(args: argparse.Namespace, utterances: list[dict] | None,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans caption", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=PlainHelp)
     ap.add_argument("--server", default=default_server(),
                     help="the server's address (http://, https://, ws:// or wss://; default: "
                          "$LIVETRANS_SERVER, else %(default)s)")

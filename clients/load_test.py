@@ -27,6 +27,7 @@ from urllib.parse import urlparse
 import httpx
 import websockets
 
+from app.usage import PlainHelp
 from clients.urls import default_server, live_url
 from eval.metrics.speed import percentile
 
@@ -164,7 +165,7 @@ async def run(args: argparse.Namespace) -> LoadStats:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans load-test", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=PlainHelp)
     ap.add_argument("--server", default=default_server(),
                     help="loopback server address (default: $LIVETRANS_SERVER, else "
                          "%(default)s)")

@@ -18,10 +18,12 @@ from pathlib import Path
 
 from openai import OpenAI
 
+from app.usage import PlainHelp
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=PlainHelp)
     ap.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
     ap.add_argument("--api-key", default="unused")
     ap.add_argument("--file", type=Path, required=True)

@@ -18,6 +18,7 @@ from app.engine.engine import Engine
 from app.engine.runtime import LlamaRuntime, RuntimeConfig
 from app.model_files import resolve_model_path
 from app.prompts import FewShotFormat
+from app.usage import PlainHelp
 
 SOURCE = (
     "The city council approved a new plan to expand the bus network and build three new "
@@ -36,7 +37,7 @@ def _median_ms(fn, repeats: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=PlainHelp)
     ap.add_argument("--model", default=None, help="GGUF path (default: bundled Gemma 3 270M)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--ks", default="1,2,4,8,16,32,64")

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import websockets
 
+from app.usage import PlainHelp
 from eval.datasets.asr_partials import read_asr_streams
 from eval.datasets.flores import read_flores
 from eval.datasets.streams import Stream, Update, lag_k_stream
@@ -273,7 +274,7 @@ def plot(results: list[RunFigures], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans bench-concurrency", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=PlainHelp)
     ap.add_argument("--flores-dir", type=Path, help="FLORES-200 folder (closed mode)")
     ap.add_argument("--asr-file", type=Path, help="ASR partial streams JSONL (asr mode)")
     ap.add_argument("--modes", default="closed,asr", help="closed, asr or both (default)")

@@ -12,12 +12,14 @@ import statistics
 import time
 from pathlib import Path
 
+from app.usage import PlainHelp
 from drafters.build import read_lines
 from drafters.dictionary import DictionaryDrafter
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="livetrans dict-latency", description=__doc__)
+    ap = argparse.ArgumentParser(prog="livetrans dict-latency", description=__doc__,
+                                 formatter_class=PlainHelp)
     ap.add_argument("--dict", type=Path, required=True)
     ap.add_argument("--text", type=Path, required=True, help="target-language lines")
     ap.add_argument("--lookups", type=int, default=100_000)

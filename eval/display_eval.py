@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from app.display import DISPLAY_MODES, Translation, display_policy, display_unit, split_units
+from app.usage import PlainHelp
 from eval.metrics.display import (
     arrival_times,
     computed_times,
@@ -303,7 +304,7 @@ def parse_modes(spec: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m eval.display_eval", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=PlainHelp)
     ap.add_argument("--out", type=Path, required=True, help="where display.md etc. go")
     ap.add_argument("--records", type=Path, default=None,
                     help="records.jsonl[.gz] (default: OUT/records.jsonl)")

@@ -25,12 +25,13 @@ from app.engine.runtime import LlamaRuntime, RuntimeConfig
 from app.model_files import resolve_model_path
 from app.prompts import FewShotFormat
 from app.translator import TranslateOptions, translate_update
+from app.usage import PlainHelp
 from eval.datasets.flores import read_flores_pair
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans drafter-bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=PlainHelp)
     ap.add_argument("--model", default=None)
     ap.add_argument("--flores-dir", type=Path, required=True)
     ap.add_argument("--dict-dir", type=Path, default=None)

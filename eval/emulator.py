@@ -29,6 +29,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from app.usage import PlainHelp
 from drafters.base import DraftContext
 from drafters.build import (
     ORDERS,
@@ -119,7 +120,7 @@ def _row(lang: str, label: str, r: EmulationResult, row_cost: float, extra: str 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans emulate", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=PlainHelp)
     ap.add_argument("--flores-dir", type=Path, required=True)
     ap.add_argument("--mono-dir", type=Path, required=True, help="folder of <lang>.txt corpora")
     ap.add_argument("--split", default="dev")

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from app.usage import PlainHelp
 from eval.datasets.acl6060 import read_acl_pair
 from eval.datasets.asr_partials import read_asr_streams
 from eval.datasets.flores import DatasetNotFoundError, read_flores, read_flores_pair
@@ -179,7 +180,7 @@ class ServerRunner:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans eval", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=PlainHelp)
     ap.add_argument("--dataset", choices=["flores", "acl", "asr"], default="flores")
     ap.add_argument("--flores-dir", type=Path)
     ap.add_argument("--acl-dir", type=Path)

@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from app.usage import PlainHelp
 from eval import harness
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans ssbd-bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=PlainHelp)
     ap.add_argument("--flores-dir", type=Path, required=True)
     ap.add_argument("--split", default="dev")
     ap.add_argument("--langs", default="de,zh,ja")

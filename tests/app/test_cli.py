@@ -106,3 +106,15 @@ def test_a_subcommand_without_its_extra_says_which_to_install(monkeypatch, capsy
     assert main(["eval", "--help"]) == 2
     err = capsys.readouterr().err
     assert "pip install 'livetrans[eval]'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["load-test", "caption", "bench-concurrency", "eval",
+                                     "build-dict"])
+def test_help_is_plain_text_with_defaults(command, capsys) -> None:
+    from app.cli import main
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and "usage: livetrans " + command in out
+    assert "(default:" in out or "default:" in out
