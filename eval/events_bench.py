@@ -49,6 +49,10 @@ class Run:
     captions: int = 0
     wall_s: float = 0.0
     decode_ms: list[float] = field(default_factory=list)
+    forward_passes: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    new_tokens: int = 0
     errors: int = 0
     rss_before_mb: float | None = None
     rss_after_mb: float | None = None
@@ -96,7 +100,12 @@ async def speaker(url: str, sentences: list[str], langs: list[str], run: Run,
                     msg = json.loads(await ws.recv())
                     if msg["type"] == "caption":
                         run.captions += 1
-                        run.decode_ms.append(msg["stats"]["decode_ms"])
+                        stats = msg["stats"]
+                        run.decode_ms.append(stats["decode_ms"])
+                        run.forward_passes += stats["forward_passes"]
+                        run.draft_tokens += stats["draft_tokens"]
+                        run.accepted_tokens += stats["accepted_tokens"]
+                        run.new_tokens += stats["new_tokens"]
                         answered += 1
                     elif msg["type"] == "error":
                         run.errors += 1
@@ -159,9 +168,9 @@ def viewers_run(url: str, ws_url: str, sentences: list[str], n: int, name: str) 
     return run
 
 
-def fanout_runs(url: str, sentences: list[str]) -> list[Run]:
+def fanout_runs(url: str, sentences: list[str], ks: list[int]) -> list[Run]:
     runs = []
-    for k in (1, 2, 3):
+    for k in ks:
         langs = list(LANGS[:k])
         fan = Run(f"fan-out {k}", k, 1)
         asyncio.run(timed([speaker(url, sentences, langs, fan)], fan))
@@ -175,6 +184,8 @@ def fanout_runs(url: str, sentences: list[str]) -> list[Run]:
         sep.captions = sum(r.captions for r in per)
         sep.decode_ms = [d for r in per for d in r.decode_ms]
         sep.errors = sum(r.errors for r in per)
+        for name in ("forward_passes", "draft_tokens", "accepted_tokens", "new_tokens"):
+            setattr(sep, name, sum(getattr(r, name) for r in per))
         runs.append(sep)
         print(line(sep), flush=True)
     return runs
@@ -188,7 +199,9 @@ def line(run: Run) -> str:
                  f"({s.get('rss_kb_per_viewer')} KB/viewer), viewer frames {run.viewer_frames}")
     return (f"  {run.name:14} langs {run.langs} sessions {run.sessions} viewers "
             f"{run.viewers:<4} updates {run.updates:3}  {s['ms_per_update']} ms/update  "
-            f"engine {s['decode_ms_per_caption']} ms/caption  errors {run.errors}{extra}")
+            f"engine {s['decode_ms_per_caption']} ms/caption  passes {run.forward_passes} "
+            f"tokens new {run.new_tokens} accepted {run.accepted_tokens}/{run.draft_tokens}  "
+            f"errors {run.errors}{extra}")
 
 
 def table(runs: list[Run]) -> str:
@@ -212,11 +225,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sentences", type=int, default=3, help="FLORES dev sentences (3)")
     ap.add_argument("--viewers", type=int, default=200, help="idle viewers (200)")
     ap.add_argument("--parts", default="viewers,fanout", help="viewers, fanout or both")
+    ap.add_argument("--fanout", default="1,2,3", help="languages per fan-out run (1,2,3)")
     ap.add_argument("--n-threads", type=int, default=None, help="CPU threads (default all)")
     ap.add_argument("--model", default=None, help="GGUF path (default: the bundled model)")
     ap.add_argument("--out", type=Path, default=None, help="folder for JSON and markdown")
     args = ap.parse_args(argv)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    ks = [int(k) for k in args.fanout.split(",") if k.strip()]
+    if not ks or min(ks) < 1 or max(ks) > len(LANGS):
+        ap.error(f"--fanout takes numbers of languages from 1 to {len(LANGS)}")
     sentences = read_flores(args.flores_dir, "dev", "en")[: args.sentences]
     from eval.local_server import LocalServer
 
@@ -237,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(run)
                 print(line(run), flush=True)
         if "fanout" in parts:
-            runs += fanout_runs(url + "/v1/live", sentences)
+            runs += fanout_runs(url + "/v1/live", sentences, ks)
     print()
     print(table(runs))
     if args.out is not None:
