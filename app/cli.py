@@ -17,7 +17,13 @@ from app.engine.cpu_threads import POLICIES, configure_omp_wait
 from app.logs import configure_logging
 from app.model_files import ModelFileError, resolve_model_path
 from app.settings import Settings, SettingsError, load_settings
-from app.usage import EXIT_USAGE, PlainHelp, UsageError, one_line_argparse_errors
+from app.usage import (
+    EXIT_USAGE,
+    PlainHelp,
+    UsageError,
+    omp_policy_in,
+    one_line_argparse_errors,
+)
 
 
 def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
@@ -210,7 +216,7 @@ def _main(argv: list[str]) -> int:
         sub.add_parser(name, help=help_text, add_help=False)
     if argv and argv[0] in DELEGATED:
         # Benchmarks and tools load the model too: same policy knob as the server's.
-        configure_omp_wait(_omp_policy_from_env())
+        configure_omp_wait(omp_policy_in(argv[1:]) or _omp_policy_from_env())
         module, func, _ = DELEGATED[argv[0]]
         return _delegate(module, func)(argv[1:])
     args = parser.parse_args(argv)

@@ -13,7 +13,7 @@ import json
 import time
 from pathlib import Path
 
-from app.usage import PlainHelp
+from app.usage import PlainHelp, add_model_options
 from drafters.build import ORDERS, build_dictionary, fertility, read_lines
 
 BUILD_DICT_HELP = """Build a DictSpec dictionary drafter table from a monolingual corpus.
@@ -36,7 +36,7 @@ def build_dict_main(argv: list[str] | None = None) -> int:
                                  formatter_class=PlainHelp)
     ap.add_argument("--corpus", type=Path, required=True, help="monolingual text, a line each")
     ap.add_argument("--lang", required=True)
-    ap.add_argument("--model", default=None, help="GGUF whose tokenizer to use (default: bundled)")
+    add_model_options(ap, threads=False)
     ap.add_argument("--orders", choices=sorted(ORDERS), default="n123")
     ap.add_argument("--size", type=int, default=200_000)
     ap.add_argument("--p-min", type=float, default=0.2,
@@ -63,7 +63,7 @@ def build_trigram_main(argv: list[str] | None = None) -> int:
                                  formatter_class=PlainHelp)
     ap.add_argument("--corpus", type=Path, required=True)
     ap.add_argument("--lang", required=True)
-    ap.add_argument("--model", default=None)
+    add_model_options(ap, threads=False)
     ap.add_argument("--max-lines", type=int, default=None)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
@@ -84,7 +84,7 @@ def fertility_main(argv: list[str] | None = None) -> int:
                                  formatter_class=PlainHelp)
     ap.add_argument("--file", type=Path, action="append", required=True,
                     help="LANG=PATH, repeatable (e.g. de=flores/dev/deu_Latn.dev)")
-    ap.add_argument("--model", default=None)
+    add_model_options(ap, threads=False)
     ap.add_argument("--max-lines", type=int, default=None)
     args = ap.parse_args(argv)
     vocab = _vocab(args.model)

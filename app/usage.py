@@ -83,3 +83,33 @@ class PlainHelp(argparse.RawDescriptionHelpFormatter):
         if not self._shows_default(action) or "%(default)" in text or "default" in text:
             return text
         return f"{text} (default: %(default)s)"
+
+
+OMP_POLICIES = ("auto", "active", "passive")
+
+
+def add_model_options(parser: argparse.ArgumentParser, threads: bool = True) -> None:
+    """The options every model-loading subcommand shares, spelled as ``serve`` spells them:
+    ``--model``, and (for commands that run the model) ``--n-threads`` (alias
+    ``--threads``) and ``--omp-wait-policy`` (``app.cli`` applies it before llama.cpp
+    loads)."""
+    parser.add_argument("--model", default=None,
+                        help="GGUF path (default: the bundled Gemma 3 270M)")
+    if not threads:
+        return
+    parser.add_argument("--n-threads", "--threads", dest="n_threads", type=int, default=None,
+                        help="CPU threads (default: all cores)")
+    parser.add_argument("--omp-wait-policy", choices=OMP_POLICIES, default=None,
+                        help="how idle CPU threads wait, as for serve (default: "
+                             "$LIVETRANS_OMP_WAIT_POLICY, else auto)")
+
+
+def omp_policy_in(argv: list[str]) -> str | None:
+    """The ``--omp-wait-policy`` value in ``argv`` (it must act before llama.cpp loads,
+    so the CLI reads it before the subcommand parses its options)."""
+    for i, arg in enumerate(argv):
+        if arg == "--omp-wait-policy" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--omp-wait-policy="):
+            return arg.split("=", 1)[1]
+    return None

@@ -18,7 +18,7 @@ from app.engine.engine import Engine
 from app.engine.runtime import LlamaRuntime, RuntimeConfig
 from app.model_files import resolve_model_path
 from app.prompts import FewShotFormat
-from app.usage import PlainHelp
+from app.usage import PlainHelp, add_model_options
 
 SOURCE = (
     "The city council approved a new plan to expand the bus network and build three new "
@@ -38,15 +38,14 @@ def _median_ms(fn, repeats: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans bench", description=__doc__,
                                  formatter_class=PlainHelp)
-    ap.add_argument("--model", default=None, help="GGUF path (default: bundled Gemma 3 270M)")
+    add_model_options(ap)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--ks", default="1,2,4,8,16,32,64")
-    ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--n-gpu-layers", type=int, default=0)
     args = ap.parse_args(argv)
 
     rt = LlamaRuntime(RuntimeConfig(model_path=resolve_model_path(args.model),
-                                    n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
+                                    n_threads=args.n_threads, n_gpu_layers=args.n_gpu_layers,
                                     n_seq=2))
     engine = Engine(rt)
     prompt = rt.tokenize(FewShotFormat().translation(SOURCE, "en", "de").text, add_bos=True)
@@ -71,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
     single()  # warm-up
     one = _median_ms(single, args.repeats * 4)
-    print(f"model: {rt.config.model_path.name}  threads: {args.threads or 'all'}  "
+    print(f"model: {rt.config.model_path.name}  threads: {args.n_threads or 'all'}  "
           f"vocab: {rt.n_vocab}")
     print(f"single-token decode step (logits + argmax): {one:.2f} ms")
     print()

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import websockets
 
-from app.usage import PlainHelp
+from app.usage import PlainHelp, add_model_options
 from eval.datasets.asr_partials import read_asr_streams
 from eval.datasets.flores import read_flores
 from eval.datasets.streams import Stream, Update, lag_k_stream
@@ -284,8 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--asr-seconds", type=float, default=20.0,
                     help="replay at most this much of each ASR utterance (default 20)")
     ap.add_argument("--speed", type=float, default=1.0, help="ASR replay speed (1 = real time)")
-    ap.add_argument("--model", default=None, help="GGUF path (default: the bundled model)")
-    ap.add_argument("--n-threads", type=int, default=None, help="CPU threads (default: all)")
+    add_model_options(ap)
     ap.add_argument("--crowded-proposals", type=int, default=None,
                     help="the server's --crowded-proposals (default: no cap)")
     ap.add_argument("--final-steps", default="lead", choices=["lead", "alone", "shared"],

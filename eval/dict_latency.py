@@ -12,7 +12,7 @@ import statistics
 import time
 from pathlib import Path
 
-from app.usage import PlainHelp
+from app.usage import PlainHelp, add_model_options
 from drafters.build import read_lines
 from drafters.dictionary import DictionaryDrafter
 
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dict", type=Path, required=True)
     ap.add_argument("--text", type=Path, required=True, help="target-language lines")
     ap.add_argument("--lookups", type=int, default=100_000)
-    ap.add_argument("--model", default=None)
+    add_model_options(ap, threads=False)
     args = ap.parse_args(argv)
     from app.engine.vocab import LlamaVocab
     from app.model_files import resolve_model_path

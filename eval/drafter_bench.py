@@ -25,14 +25,14 @@ from app.engine.runtime import LlamaRuntime, RuntimeConfig
 from app.model_files import resolve_model_path
 from app.prompts import FewShotFormat
 from app.translator import TranslateOptions, translate_update
-from app.usage import PlainHelp
+from app.usage import PlainHelp, add_model_options
 from eval.datasets.flores import read_flores_pair
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans drafter-bench", description=__doc__,
                                  formatter_class=PlainHelp)
-    ap.add_argument("--model", default=None)
+    add_model_options(ap)
     ap.add_argument("--flores-dir", type=Path, required=True)
     ap.add_argument("--dict-dir", type=Path, default=None)
     ap.add_argument("--split", default="dev")
@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chains", default="dictionary,ngram,trigram;ngram;dictionary")
     args = ap.parse_args(argv)
 
-    rt = LlamaRuntime(RuntimeConfig(model_path=resolve_model_path(args.model)))
+    rt = LlamaRuntime(RuntimeConfig(model_path=resolve_model_path(args.model),
+                                    n_threads=args.n_threads))
     engine = Engine(rt)
     fmt = FewShotFormat()
     builder = ChainBuilder(args.dict_dir, rt.tok.identity(), budget=args.budget)

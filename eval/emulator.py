@@ -29,7 +29,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from app.usage import PlainHelp
+from app.usage import PlainHelp, add_model_options
 from drafters.base import DraftContext
 from drafters.build import (
     ORDERS,
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="dev")
     ap.add_argument("--langs", default="de,zh,ja,uk")
     ap.add_argument("--limit", type=int, default=None, help="reference sentences per language")
-    ap.add_argument("--model", default=None)
+    add_model_options(ap, threads=False)
     ap.add_argument("--budget", type=int, default=8)
     ap.add_argument("--orders", default="n1,n12,n123")
     ap.add_argument("--sizes", default="10000,50000,200000")

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import websockets
 
+from app.usage import PlainHelp, add_model_options
 from eval.datasets.flores import read_flores
 from eval.datasets.streams import lag_k_stream
 
@@ -220,14 +221,13 @@ def table(runs: list[Run]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans bench-events", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=PlainHelp)
     ap.add_argument("--flores-dir", type=Path, required=True, help="FLORES-200 folder")
     ap.add_argument("--sentences", type=int, default=3, help="FLORES dev sentences (3)")
     ap.add_argument("--viewers", type=int, default=200, help="idle viewers (200)")
     ap.add_argument("--parts", default="viewers,fanout", help="viewers, fanout or both")
     ap.add_argument("--fanout", default="1,2,3", help="languages per fan-out run (1,2,3)")
-    ap.add_argument("--n-threads", type=int, default=None, help="CPU threads (default all)")
-    ap.add_argument("--model", default=None, help="GGUF path (default: the bundled model)")
+    add_model_options(ap)
     ap.add_argument("--out", type=Path, default=None, help="folder for JSON and markdown")
     args = ap.parse_args(argv)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}

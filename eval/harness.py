@@ -29,7 +29,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from app.usage import PlainHelp
+from app.usage import PlainHelp, add_model_options
 from eval.datasets.acl6060 import read_acl_pair
 from eval.datasets.asr_partials import read_asr_streams
 from eval.datasets.flores import DatasetNotFoundError, read_flores, read_flores_pair
@@ -99,7 +99,7 @@ class InProcessRunner:
         from app.prompts import FewShotFormat, choose_prompt_format
 
         self.rt = LlamaRuntime(RuntimeConfig(model_path=resolve_model_path(args.model),
-                                             n_threads=args.threads))
+                                             n_threads=args.n_threads))
         self.engine = Engine(self.rt)
         self.fmt = choose_prompt_format(self.rt.chat_template(), force=args.prompt_format)
         if args.prompt_examples is not None and isinstance(self.fmt, FewShotFormat):
@@ -202,11 +202,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="display policies to score, one table each ('' to skip)")
     ap.add_argument("--drafters", default="", help="e.g. dictionary,ngram,trigram")
     ap.add_argument("--dict-dir", type=Path)
-    ap.add_argument("--model", default=None)
+    add_model_options(ap)
     ap.add_argument("--prompt-format", default=None)
     ap.add_argument("--prompt-examples", type=int, default=None,
                     help="few-shot examples in the prompt (default: the server's)")
-    ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--server", default=None, help="evaluate a running server over HTTP")
     ap.add_argument("--api-key", default=None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from app.usage import PlainHelp
+from app.usage import PlainHelp, add_model_options
 from eval import harness
 
 
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lag", type=int, default=3)
     ap.add_argument("--mask-k", default="3")
     ap.add_argument("--methods", default="ar,ssbd-b0,ssbd-b0.2")
-    ap.add_argument("--model", default=None)
+    add_model_options(ap)
     ap.add_argument("--out", type=Path, default=Path("results/ssbd-bench"))
     args = ap.parse_args(argv)
     forwarded = ["--dataset", "flores", "--flores-dir", str(args.flores_dir), "--split",
@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
                  "--betas", "", "--out", str(args.out)]
     if args.model:
         forwarded += ["--model", args.model]
+    if args.n_threads:
+        forwarded += ["--n-threads", str(args.n_threads)]
     return harness.main(forwarded)
 
 
