@@ -75,11 +75,15 @@ async def live_session(url: str, updates: list[tuple[float, dict]], speed: float
                        target: str, stats: LoadStats) -> None:
     sent_final_at: dict[int, float] = {}
     async with websockets.connect(url, max_size=None, open_timeout=60) as ws:
-        await ws.send(json.dumps({"type": "start", "target_lang": target}))
+        try:  # a refused session gets an error frame and a close, maybe before 'start'
+            await ws.send(json.dumps({"type": "start", "target_lang": target}))
+        except websockets.ConnectionClosed:
+            pass
         try:
             ready = json.loads(await ws.recv())
-        except websockets.ConnectionClosed:
-            ready = {"type": "error", "code": "closed"}
+        except websockets.ConnectionClosed as exc:
+            reason = exc.rcvd.reason if exc.rcvd is not None and exc.rcvd.reason else "closed"
+            ready = {"type": "error", "code": reason}
         if ready.get("type") != "ready":
             # admission control: refused at once with a reason (busy, too many connections)
             code = str(ready.get("code", "refused"))
