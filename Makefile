@@ -23,14 +23,16 @@ lint: setup
 	$(BIN)/ruff check .
 
 # The browser test drives Debian's Chromium, the scale-out test Debian's nginx and the
-# speech-to-captions test Debian's espeak-ng (its speech synthesiser); without
-# root or apt they are skipped, not failed.
+# speech-to-captions test Debian's espeak-ng (its speech synthesiser); the caption-screen
+# screenshots need a Japanese font (fonts-ipafont-gothic); without root or apt they are
+# skipped, not failed.
 system-deps:
 	@command -v chromium >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1 && \
-	  command -v espeak-ng >/dev/null 2>&1 || { \
+	  command -v espeak-ng >/dev/null 2>&1 && \
+	  [ -d /usr/share/fonts/opentype/ipafont-gothic ] || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      chromium nginx-light espeak-ng; \
+	      chromium nginx-light espeak-ng fonts-ipafont-gothic; \
 	  else echo "chromium/nginx/espeak-ng missing: the browser, scale-out and speech tests" \
 	    "will be skipped"; fi; }
 
