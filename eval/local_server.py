@@ -1,4 +1,4 @@
-"""A real ``livetrans`` server in this process, on a free loopback port (for benchmarks).
+"""A real ``livetrans`` server in this process, on a free loopback port (benchmarks, tests).
 
 Benchmarks that compare server configurations (``--parallel 1`` against ``--parallel C``)
 start one of these per configuration, in one run, so both sides share the machine's state.
@@ -31,7 +31,7 @@ class LocalServer:
         self.settings = Settings(port=self.port, **settings)
         self.app = create_app(self.settings, load_in_background=False)
         config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port,
-                                log_level="warning", ws_max_size=1 << 20)
+                                log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

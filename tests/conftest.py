@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from eval.local_server import LocalServer, free_port  # noqa: F401 - re-exported
 
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
@@ -43,44 +42,8 @@ def engine(runtime):
     return Engine(runtime)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LiveServer:
-    """uvicorn serving ``create_app`` on a free loopback port, in a thread."""
-
-    def __init__(self, **settings) -> None:
-        import uvicorn
-
-        from app.server import create_app
-        from app.settings import Settings
-
-        self.port = free_port()
-        self.settings = Settings(port=self.port, **settings)
-        self.app = create_app(self.settings, load_in_background=False)
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 120
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("server did not start")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
+# The benchmarks' in-process server is the tests' real server too.
+LiveServer = LocalServer
 
 
 @pytest.fixture(scope="session")
