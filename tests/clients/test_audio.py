@@ -34,6 +34,7 @@ from clients.audio import (
     to_pcm16,
     wav_pcm_blocks,
 )
+from tests.app.test_cli import _one_line_error as assert_one_line_error
 
 LIVETRANS = shutil.which("livetrans", path=str(Path(sys.executable).parent)) or "livetrans"
 ESPEAK = shutil.which("espeak-ng")
@@ -324,12 +325,7 @@ def _env(**extra: str) -> dict[str, str]:
 def _one_line_error(args: list[str], *expected: str, **env: str) -> None:
     proc = subprocess.run([LIVETRANS, "caption", *args], capture_output=True, text=True,
                           timeout=120, env=_env(**env))
-    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    for text in expected:
-        assert text in lines[0], lines[0]
+    assert_one_line_error(proc, *expected)
 
 
 def test_audio_mistakes_are_one_line(tmp_path) -> None:
