@@ -270,11 +270,12 @@ class EngineWorker:
             if not isinstance(exc, CALLER_ERRORS):
                 log.exception("engine job failed")
                 mark_logged(exc)
+            # the counts first: whoever awaits the job sees it gone from depth and drain
+            self._job_ended(job)
             self._resolve(job, exc=exc)
         else:
-            self._resolve(job, result=result)
-        finally:
             self._job_ended(job)
+            self._resolve(job, result=result)
 
     def next_seq(self) -> int:
         """A queue position, for callers that want to keep one across resubmissions."""
