@@ -16,7 +16,7 @@ from collections.abc import Callable
 from app.engine.cpu_threads import POLICIES, configure_omp_wait
 from app.logs import configure_logging
 from app.model_files import ModelFileError, resolve_model_path
-from app.settings import Settings, SettingsError, load_settings
+from app.settings import ModelSettings, ServerSettings, Settings, SettingsError, load_settings
 from app.usage import (
     EXIT_USAGE,
     PlainHelp,
@@ -27,22 +27,32 @@ from app.usage import (
 
 
 def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per ``Settings`` field; defaults come from env vars (LIVETRANS_*)."""
-    for name, field in Settings.model_fields.items():
-        flag = "--" + name.replace("_", "-")
-        env = "LIVETRANS_" + name.upper()
-        default = field.get_default(call_default_factory=True)
-        shown = "" if default in (None, [], False) else f"; default {default}"
-        help_text = f"{field.description or name} (env {env}{shown})"
-        annotation = str(field.annotation)
-        if field.annotation is bool:
-            parser.add_argument(flag, action="store_true", default=None, help=help_text)
-        elif "list" in annotation:
-            singular = flag[:-1] if flag.endswith("s") else flag
-            parser.add_argument(singular, dest=name, action="append", default=None,
-                                help=help_text + " (repeatable)")
-        else:
-            parser.add_argument(flag, dest=name, default=None, help=help_text)
+    """One flag per ``Settings`` field, in two groups (the model's, the server's);
+    defaults come from env vars (LIVETRANS_*)."""
+    groups = [(parser.add_argument_group("model options"), ModelSettings),
+              (parser.add_argument_group("server options"), ServerSettings)]
+    for group, fields in groups:
+        for name in fields.model_fields:
+            _add_setting_flag(group, name)
+
+
+def _add_setting_flag(parser: argparse._ArgumentGroup, name: str) -> None:
+    """The flag of one setting, its help naming its variable and default."""
+    field = Settings.model_fields[name]
+    flag = "--" + name.replace("_", "-")
+    env = "LIVETRANS_" + name.upper()
+    default = field.get_default(call_default_factory=True)
+    shown = "" if default in (None, [], False) else f"; default {default}"
+    help_text = f"{field.description or name} (env {env}{shown})"
+    annotation = str(field.annotation)
+    if field.annotation is bool:
+        parser.add_argument(flag, action="store_true", default=None, help=help_text)
+    elif "list" in annotation:
+        singular = flag[:-1] if flag.endswith("s") else flag
+        parser.add_argument(singular, dest=name, action="append", default=None,
+                            help=help_text + " (repeatable)")
+    else:
+        parser.add_argument(flag, dest=name, default=None, help=help_text)
 
 
 def _serve(args: argparse.Namespace) -> int:

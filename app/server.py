@@ -15,7 +15,6 @@ import socket
 import threading
 import time
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
@@ -27,12 +26,11 @@ from app.api.origins import cors_options
 from app.api.redaction import install_log_redaction, request_id
 from app.api.route_labels import label_routes, route_label
 from app.engine.engine import Engine
-from app.engine.runtime import LlamaRuntime, RuntimeConfig
 from app.engine.scheduler import PRIORITY_NAMES, SchedulerConfig
 from app.engine.worker import EngineWorker, client_identity
+from app.loader import load_model
 from app.logs import current_request_id
 from app.model_files import DEFAULT_MODEL_ID, model_id_for, resolve_model_path
-from app.prompts import ChatTemplateFormat, choose_prompt_format, render_plain_chat
 from app.sessions import SessionStore
 from app.settings import Settings
 from app.state import ServerState
@@ -50,23 +48,13 @@ def bearer_key(auth_header: str) -> str:
     return auth_header[7:].strip() if auth_header.lower().startswith("bearer ") else ""
 
 
-def _load_engine(state: ServerState, model_path: Path) -> None:
+def _load_engine(state: ServerState) -> None:
     """Load the model and build the worker and translator (runs in a thread)."""
     settings = state.settings
     try:
         t0 = time.perf_counter()
-        runtime = LlamaRuntime(RuntimeConfig(
-            model_path=model_path, n_ctx=settings.n_ctx, n_threads=settings.n_threads,
-            n_gpu_layers=settings.n_gpu_layers, verbose=settings.verbose_llama,
-            n_seq=settings.parallel,
-        ))
-        fmt = choose_prompt_format(
-            runtime.chat_template(),
-            bos_token="<bos>" if runtime.bos_token >= 0 else "",
-            force=settings.prompt_format,
-        )
-        chat_renderer = fmt.render_chat if isinstance(fmt, ChatTemplateFormat) else \
-            render_plain_chat
+        model = load_model(settings)
+        runtime, fmt = model.runtime, model.prompt_format
         engine = Engine(runtime)
         metrics = state.metrics
         worker = EngineWorker(
@@ -87,10 +75,10 @@ def _load_engine(state: ServerState, model_path: Path) -> None:
         chains = ChainBuilder.from_settings(settings, runtime)
         state.worker = worker
         state.translator = Translator(
-            worker, fmt, state.sessions, chain_factory=chains.build, chat_renderer=chat_renderer
-        )
+            worker, fmt, state.sessions, chain_factory=chains.build,
+            chat_renderer=model.render_chat)
         log.info("model %s loaded in %.1fs (prompt format: %s, drafters: %s, %d sequences)",
-                 model_path.name, time.perf_counter() - t0, fmt.name, chains.describe(),
+                 model.path.name, time.perf_counter() - t0, fmt.name, chains.describe(),
                  runtime.n_seq)
     except Exception as exc:  # noqa: BLE001 - reported through /health
         log.exception("model failed to load")
@@ -111,7 +99,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        loader = threading.Thread(target=_load_engine, args=(state, model_path), daemon=True)
+        loader = threading.Thread(target=_load_engine, args=(state,), daemon=True)
         loader.start()
         if not load_in_background:
             loader.join()

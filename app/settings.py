@@ -1,4 +1,9 @@
-"""Server settings: every option is a CLI flag and a ``LIVETRANS_*`` environment variable.
+"""Settings: every option is a CLI flag and a ``LIVETRANS_*`` environment variable.
+
+Two groups, as llama-cpp-python splits them: ``ModelSettings`` say which model loads and
+how it runs (what ``app.loader`` reads, and every tool that loads a model: eval, benches,
+tests); ``ServerSettings`` say how the service behaves (limits, scheduling, auth, logs).
+``Settings`` is both, what ``livetrans serve`` takes.
 
 List settings (``api_keys``, ``cors_origins``) take comma-separated values from the
 environment (``LIVETRANS_API_KEYS=a,b``; a JSON list works too) and repeated flags on the
@@ -46,7 +51,9 @@ def split_list(value: Any) -> Any:
 CommaList = Annotated[list[str], NoDecode, BeforeValidator(split_list)]
 
 
-class Settings(BaseSettings):
+class ModelSettings(BaseSettings):
+    """Which model loads and how it runs: the same for the server and every tool."""
+
     model_config = SettingsConfigDict(env_prefix="LIVETRANS_", extra="ignore")
 
     model: str | None = Field(None, description="GGUF path; default: bundled Gemma 3 270M")
@@ -54,14 +61,33 @@ class Settings(BaseSettings):
     prompt_format: Literal["few-shot", "chat-template"] | None = Field(
         None, description="few-shot | chat-template (default: chosen from the model)"
     )
-    host: str = Field("127.0.0.1", description="address to listen on")
-    port: int = Field(8000, ge=0, le=65535, description="port to listen on")
     n_ctx: int = Field(4096, ge=256, description="context window in tokens")
     n_threads: int | None = Field(None, ge=1, description="CPU threads (default: all cores)")
     n_gpu_layers: int = Field(0, description="layers offloaded to the GPU (-1 = all)")
     omp_wait_policy: Literal["auto", "active", "passive"] = Field(
         "auto", description="how idle CPU threads wait: auto (OpenMP default, fastest on a "
         "dedicated CPU), active, or passive (steadier when other processes share the cores)")
+    parallel: int = Field(
+        4, ge=1, le=256,
+        description="sequences decoded together in each forward pass (llama.cpp's slots); "
+                    "1 runs one sequence at a time")
+    dict_dir: Path | None = Field(
+        None, description="folder of drafter tables (<lang>.dict, <lang>.trigram.npz)")
+    verbose_llama: bool = Field(False, description="show llama.cpp's own log lines")
+
+    @field_validator("omp_wait_policy", "prompt_format", mode="before")
+    @classmethod
+    def _lowercase(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+
+class ServerSettings(BaseSettings):
+    """How the service behaves: address, limits, scheduling, auth, logs."""
+
+    model_config = SettingsConfigDict(env_prefix="LIVETRANS_", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="address to listen on")
+    port: int = Field(8000, ge=0, le=65535, description="port to listen on")
     max_source_chars: int = Field(
         4000, ge=1, description="longest source text (and prediction) accepted")
     max_body_bytes: int = Field(
@@ -84,10 +110,6 @@ class Settings(BaseSettings):
     max_sessions: int = Field(1000, ge=1, description="sessions kept (least recently used go)")
     session_ttl_s: float = Field(1800.0, gt=0, description="idle seconds before a session expires")
     queue_size: int = Field(64, ge=1, description="engine jobs waiting before 429")
-    parallel: int = Field(
-        4, ge=1, le=256,
-        description="sequences decoded together in each forward pass (llama.cpp's slots); "
-                    "1 runs one sequence at a time")
     step_tokens: int = Field(
         512, ge=16, description="batch rows per forward pass (prompt chunks fill the rest)")
     prefill_chunk: int = Field(
@@ -110,8 +132,6 @@ class Settings(BaseSettings):
         30.0, ge=0, description="on shutdown, seconds accepted work (finals first) may "
                                 "still take")
     request_timeout_s: float = Field(120.0, gt=0, description="seconds before a 504 timeout")
-    dict_dir: Path | None = Field(
-        None, description="folder of drafter tables (<lang>.dict, <lang>.trigram.npz)")
     api_keys: CommaList = Field(default_factory=list, description="accepted Bearer keys")
     api_key_file: Path | None = Field(None, description="file with one accepted key per line")
     metrics_key: str | None = Field(
@@ -127,13 +147,10 @@ class Settings(BaseSettings):
         "info", description="critical, error, warning, info or debug")
     log_format: Literal["text", "json"] = Field(
         "text", description="log lines as text or one JSON object per line (with request_id)")
-    verbose_llama: bool = Field(False, description="show llama.cpp's own log lines")
 
-    @field_validator("log_level", "log_format", "omp_wait_policy", "prompt_format",
-                     "final_steps",
-                     mode="before")
+    @field_validator("log_level", "log_format", "final_steps", mode="before")
     @classmethod
-    def _lowercase(cls, value: Any) -> Any:
+    def _lowercase_choice(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("cors_origins")
@@ -146,6 +163,21 @@ class Settings(BaseSettings):
                     f"'{origin}' is not an origin: use scheme://host[:port] (no path) or *")
         return origins
 
+    def all_api_keys(self) -> set[str]:
+        keys = set(self.api_keys)
+        if self.api_key_file is not None:
+            for line in self.api_key_file.read_text().splitlines():
+                line = line.strip()
+                if line and not line.startswith("#"):
+                    keys.add(line)
+        return keys
+
+
+class Settings(ServerSettings, ModelSettings):
+    """Everything ``livetrans serve`` takes: the server's settings and its model's."""
+
+    model_config = SettingsConfigDict(env_prefix="LIVETRANS_", extra="ignore")
+
     def check_files(self) -> None:
         """Files the settings name must exist (``SettingsError``, one sentence)."""
         for name, path, want_dir in (("api_key_file", self.api_key_file, False),
@@ -156,15 +188,6 @@ class Settings(BaseSettings):
             if not ok:
                 kind = "folder" if want_dir else "file"
                 raise SettingsError(f"{flag_of(name)}: no such {kind}: {path}")
-
-    def all_api_keys(self) -> set[str]:
-        keys = set(self.api_keys)
-        if self.api_key_file is not None:
-            for line in self.api_key_file.read_text().splitlines():
-                line = line.strip()
-                if line and not line.startswith("#"):
-                    keys.add(line)
-        return keys
 
 
 def flag_of(name: str) -> str:

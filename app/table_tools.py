@@ -13,6 +13,7 @@ import json
 import time
 from pathlib import Path
 
+from app.loader import load_vocab
 from app.usage import PlainHelp, add_model_options
 from drafters.build import ORDERS, build_dictionary, fertility, read_lines
 
@@ -22,13 +23,6 @@ Counts frequent words and word n-grams (orders n1, n12, n123), tokenizes each wi
 target model's tokenizer, and keeps for each token prefix its most probable continuation
 when that probability reaches --p-min; the --size most frequent prefixes are kept
 (DictSpec, section 3.1)."""
-
-
-def _vocab(model: str | None):  # noqa: ANN202
-    from app.engine.vocab import LlamaVocab
-    from app.model_files import resolve_model_path
-
-    return LlamaVocab.load(resolve_model_path(model))
 
 
 def build_dict_main(argv: list[str] | None = None) -> int:
@@ -45,7 +39,7 @@ def build_dict_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-lines", type=int, default=None)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    vocab = _vocab(args.model)
+    vocab = load_vocab(args.model)
     drafter, header = build_dictionary(args.corpus, args.lang, vocab, args.orders, args.size,
                                        args.p_min, args.max_lines, args.min_count)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -67,7 +61,7 @@ def build_trigram_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-lines", type=int, default=None)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    vocab = _vocab(args.model)
+    vocab = load_vocab(args.model)
     t0 = time.perf_counter()
     drafter = build_trigram(read_lines(args.corpus, args.max_lines), args.lang, vocab)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -87,7 +81,7 @@ def fertility_main(argv: list[str] | None = None) -> int:
     add_model_options(ap, threads=False)
     ap.add_argument("--max-lines", type=int, default=None)
     args = ap.parse_args(argv)
-    vocab = _vocab(args.model)
+    vocab = load_vocab(args.model)
     print(f"tokenizer: {vocab.model_name}")
     for spec in args.file:
         lang, path = str(spec).split("=", 1)

@@ -15,9 +15,10 @@ import statistics
 import time
 
 from app.engine.engine import Engine
-from app.engine.runtime import LlamaRuntime, RuntimeConfig
-from app.model_files import resolve_model_path
+from app.engine.runtime import LlamaRuntime
+from app.loader import load_model
 from app.prompts import FewShotFormat
+from app.settings import ModelSettings
 from app.usage import PlainHelp, add_model_options
 
 SOURCE = (
@@ -44,9 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-gpu-layers", type=int, default=0)
     args = ap.parse_args(argv)
 
-    rt = LlamaRuntime(RuntimeConfig(model_path=resolve_model_path(args.model),
-                                    n_threads=args.n_threads, n_gpu_layers=args.n_gpu_layers,
-                                    n_seq=2))
+    rt = load_model(ModelSettings(model=args.model, n_threads=args.n_threads,
+                                  n_gpu_layers=args.n_gpu_layers, parallel=2)).runtime
     engine = Engine(rt)
     prompt = rt.tokenize(FewShotFormat().translation(SOURCE, "en", "de").text, add_bos=True)
     filler = rt.tokenize(" Der Stadtrat hat einen neuen Plan genehmigt, um das Busnetz zu "

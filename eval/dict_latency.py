@@ -25,10 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lookups", type=int, default=100_000)
     add_model_options(ap, threads=False)
     args = ap.parse_args(argv)
-    from app.engine.vocab import LlamaVocab
-    from app.model_files import resolve_model_path
+    from app.loader import load_vocab
 
-    vocab = LlamaVocab.load(resolve_model_path(args.model))
+    vocab = load_vocab(args.model)
     t0 = time.perf_counter()
     drafter = DictionaryDrafter.load(args.dict, vocab.identity())
     load_ms = (time.perf_counter() - t0) * 1000

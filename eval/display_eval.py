@@ -289,10 +289,9 @@ def display_report(records: list[dict], modes: Sequence[str], mask_ks: Sequence[
 def _detokenizer(records: list[dict], model: str | None) -> Detokenize | None:
     if not any("token_ids" in r for r in records):
         return None
-    from app.engine.vocab import LlamaVocab
-    from app.model_files import resolve_model_path
+    from app.loader import load_vocab
 
-    return LlamaVocab.load(resolve_model_path(model)).detokenize
+    return load_vocab(model).detokenize
 
 
 def parse_modes(spec: str) -> list[str]:

@@ -21,9 +21,8 @@ from tqdm import tqdm
 
 from app.drafting import ChainBuilder
 from app.engine.engine import Engine
-from app.engine.runtime import LlamaRuntime, RuntimeConfig
-from app.model_files import resolve_model_path
-from app.prompts import FewShotFormat
+from app.loader import load_model
+from app.settings import ModelSettings
 from app.translator import TranslateOptions, translate_update
 from app.usage import PlainHelp, add_model_options
 from eval.datasets.flores import read_flores_pair
@@ -42,10 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chains", default="dictionary,ngram,trigram;ngram;dictionary")
     args = ap.parse_args(argv)
 
-    rt = LlamaRuntime(RuntimeConfig(model_path=resolve_model_path(args.model),
-                                    n_threads=args.n_threads))
+    model = load_model(ModelSettings(model=args.model, n_threads=args.n_threads,
+                                     prompt_format="few-shot", parallel=1))
+    rt = model.runtime
     engine = Engine(rt)
-    fmt = FewShotFormat()
+    fmt = model.prompt_format
     builder = ChainBuilder(args.dict_dir, rt.tok.identity(), budget=args.budget)
     chains = [c.split(",") for c in args.chains.split(";")]
     for lang in args.langs.split(","):

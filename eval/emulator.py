@@ -137,10 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cost = args.row_cost
 
-    from app.engine.vocab import LlamaVocab
-    from app.model_files import resolve_model_path
+    from app.loader import load_vocab
 
-    vocab = LlamaVocab.load(resolve_model_path(args.model))
+    vocab = load_vocab(args.model)
     orders = args.orders.split(",")
     sizes = [int(x) for x in args.sizes.split(",")]
     p_mins = [float(x) for x in args.p_mins.split(",")]

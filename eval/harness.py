@@ -94,14 +94,15 @@ class InProcessRunner:
     def __init__(self, args: argparse.Namespace) -> None:
         from app.drafting import ChainBuilder
         from app.engine.engine import Engine
-        from app.engine.runtime import LlamaRuntime, RuntimeConfig
-        from app.model_files import resolve_model_path
-        from app.prompts import FewShotFormat, choose_prompt_format
+        from app.loader import load_model
+        from app.prompts import FewShotFormat
+        from app.settings import ModelSettings
 
-        self.rt = LlamaRuntime(RuntimeConfig(model_path=resolve_model_path(args.model),
-                                             n_threads=args.n_threads))
+        model = load_model(ModelSettings(model=args.model, n_threads=args.n_threads,
+                                         prompt_format=args.prompt_format, parallel=1))
+        self.rt = model.runtime
         self.engine = Engine(self.rt)
-        self.fmt = choose_prompt_format(self.rt.chat_template(), force=args.prompt_format)
+        self.fmt = model.prompt_format
         if args.prompt_examples is not None and isinstance(self.fmt, FewShotFormat):
             self.fmt = replace(self.fmt, n_examples=args.prompt_examples)
         self.chains = ChainBuilder(args.dict_dir, self.rt.tok.identity())
@@ -253,10 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     if runner is not None and not args.server:
         detok = runner.detokenize
     elif any("token_ids" in r for r in records):
-        from app.engine.vocab import LlamaVocab
-        from app.model_files import resolve_model_path
+        from app.loader import load_vocab
 
-        detok = LlamaVocab.load(resolve_model_path(args.model)).detokenize
+        detok = load_vocab(args.model).detokenize
     summary = summarize(records, mask_ks, detok, args.comet_checkpoint)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
     base = None

@@ -26,10 +26,10 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def runtime():
     """One real Gemma 3 270M context for all engine tests."""
-    from app.engine.runtime import LlamaRuntime, RuntimeConfig
-    from app.model_files import default_model_path
+    from app.loader import load_model
+    from app.settings import ModelSettings
 
-    rt = LlamaRuntime(RuntimeConfig(model_path=default_model_path(), n_ctx=4096))
+    rt = load_model(ModelSettings(model=None, n_ctx=4096, parallel=1)).runtime
     yield rt
     rt.close()
 

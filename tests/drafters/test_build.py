@@ -12,10 +12,9 @@ from drafters.trigram import build_trigram
 
 @pytest.fixture(scope="module")
 def vocab():
-    from app.engine.vocab import LlamaVocab
-    from app.model_files import default_model_path
+    from app.loader import load_vocab
 
-    v = LlamaVocab.load(default_model_path())
+    v = load_vocab()
     yield v
     v.close()
 

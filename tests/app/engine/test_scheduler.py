@@ -32,10 +32,10 @@ SOURCES = [
 @pytest.fixture(scope="module")
 def multi_runtime():
     """A context with four sequences (``--parallel 4``)."""
-    from app.engine.runtime import LlamaRuntime, RuntimeConfig
-    from app.model_files import default_model_path
+    from app.loader import load_model
+    from app.settings import ModelSettings
 
-    rt = LlamaRuntime(RuntimeConfig(model_path=default_model_path(), n_ctx=4096, n_seq=4))
+    rt = load_model(ModelSettings(model=None, n_ctx=4096, parallel=4)).runtime
     yield rt
     rt.close()
 

@@ -1,0 +1,73 @@
+"""One loader for a model and what is read from it: runtime, vocabulary, prompt format.
+
+The server, the eval harness, the benches and the tests all load a model here, so they
+run the same context settings and the same prompt format (with the model's BOS token, as
+the chat template expects it). Tools that need only the tokenizer call ``load_vocab``,
+which reads no weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.engine.runtime import LlamaRuntime, RuntimeConfig
+from app.engine.vocab import LlamaVocab
+from app.model_files import resolve_model_path
+from app.prompts import (
+    ChatTemplateFormat,
+    PromptFormat,
+    TranslationPrompt,
+    choose_prompt_format,
+    render_plain_chat,
+)
+from app.settings import ModelSettings
+
+ChatRenderer = Callable[[list[dict[str, str]]], TranslationPrompt]
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to run: its file, its llama.cpp runtime and its prompt format."""
+
+    path: Path
+    runtime: LlamaRuntime
+    prompt_format: PromptFormat
+
+    @property
+    def vocab(self) -> LlamaVocab:
+        return self.runtime.tok
+
+    @property
+    def render_chat(self) -> ChatRenderer:
+        """How chat messages become a prompt: the model's template, else plain turns."""
+        if isinstance(self.prompt_format, ChatTemplateFormat):
+            return self.prompt_format.render_chat
+        return render_plain_chat
+
+    def close(self) -> None:
+        self.runtime.close()
+
+
+def load_model(settings: ModelSettings | None = None, **overrides: object) -> LoadedModel:
+    """Load the model ``settings`` name (``overrides`` replace single fields, e.g.
+    ``parallel=1`` for a tool that runs one sequence)."""
+    settings = (settings or ModelSettings()).model_copy(update=overrides)
+    path = resolve_model_path(settings.model)
+    runtime = LlamaRuntime(RuntimeConfig(
+        model_path=path, n_ctx=settings.n_ctx, n_threads=settings.n_threads,
+        n_gpu_layers=settings.n_gpu_layers, verbose=settings.verbose_llama,
+        n_seq=settings.parallel,
+    ))
+    fmt = choose_prompt_format(
+        runtime.chat_template(),
+        bos_token="<bos>" if runtime.bos_token >= 0 else "",
+        force=settings.prompt_format,
+    )
+    return LoadedModel(path=path, runtime=runtime, prompt_format=fmt)
+
+
+def load_vocab(model: str | Path | None = None) -> LlamaVocab:
+    """Only the tokenizer of ``model`` (default: the bundled one): no weights, no context."""
+    return LlamaVocab.load(resolve_model_path(model))
