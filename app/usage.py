@@ -26,11 +26,6 @@ def require_file(path: Path | str | None, what: str) -> Path:
     return _require(path, what, Path.is_file, "file")
 
 
-def require_dir(path: Path | str | None, what: str) -> Path:
-    """``path`` as a ``Path`` if it names an existing folder, else ``UsageError``."""
-    return _require(path, what, Path.is_dir, "folder")
-
-
 def _require(path: Path | str | None, what: str, exists, kind: str) -> Path:  # noqa: ANN001
     if path is None:
         raise UsageError(f"{what} is required")

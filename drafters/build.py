@@ -35,16 +35,6 @@ def read_lines(path: Path, max_lines: int | None = None) -> list[str]:
     return lines
 
 
-def count_ngrams(lines: Iterable[str], lang: str, max_order: int) -> Counter[tuple[str, ...]]:
-    counts: Counter[tuple[str, ...]] = Counter()
-    for line in lines:
-        ws = words(line, lang)
-        for n in range(1, max_order + 1):
-            for i in range(len(ws) - n + 1):
-                counts[tuple(ws[i:i + n])] += 1
-    return counts
-
-
 Candidate = tuple[int, float, tuple[int, ...], tuple[int, ...]]  # total, p, prefix, cont
 
 

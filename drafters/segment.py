@@ -9,7 +9,7 @@
   loanwords, the long multi-token words, come out whole; hiragana runs group particles
   with inflections, which n-grams of order 2-3 then stitch to their stems.
 
-``joiner`` tells how words are glued back into text: a space for spaced scripts, nothing
+``leading`` tells what precedes a word in running text: a space for spaced scripts, nothing
 for zh/ja. In spaced scripts, the model writes a word after a space as a "▁word" piece, so
 n-grams are tokenized with a leading space.
 """
@@ -23,10 +23,6 @@ _WORD = re.compile(r"[^\W_]+(?:['’\-][^\W_]+)*", re.UNICODE)
 _JA_RUNS = re.compile(
     r"[\u4e00-\u9fff\u3400-\u4dbf々〆ヵヶ]+|[\u30a0-\u30ffー]+|[\u3040-\u309f]+|[A-Za-z0-9]+"
 )
-
-
-def joiner(lang: str) -> str:
-    return "" if lang in SPACELESS else " "
 
 
 def leading(lang: str) -> str:

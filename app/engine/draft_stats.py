@@ -56,11 +56,6 @@ class DraftStats:
         return {name: (n, self.accepted.get(name, 0))
                 for name, n in self.proposed.items() if name != SSBD}
 
-    @property
-    def acceptance_rate(self) -> float | None:
-        total = self.total_proposed
-        return self.total_accepted / total if total else None
-
     def as_dict(self) -> dict[str, dict[str, int]]:
         """JSON shape: ``{"proposed": {source: n}, "accepted": {source: n}}``."""
         return {"proposed": dict(self.proposed),

@@ -40,7 +40,6 @@ class StepReport:
 
     rows: int = 0  # batch rows decoded
     sequences: int = 0  # generations with rows in the batch
-    logits_rows: int = 0
 
 
 class Engine:
@@ -123,8 +122,7 @@ class Engine:
             parts.append((gen, len(rows)))
             seq = gen.kv.seq_id
             rows.extend((tok, pos, seq, logits) for tok, pos, logits in planned)
-        report = StepReport(rows=len(rows), sequences=len(parts),
-                            logits_rows=sum(r[3] for r in rows))
+        report = StepReport(rows=len(rows), sequences=len(parts))
         if not rows:
             return report
         self.rt.decode_rows(rows)

@@ -49,9 +49,7 @@ class SeqKV:
 
 @dataclass
 class SlotStats:
-    prefix_copies: int = 0
     copied_tokens: int = 0  # prompt tokens taken from another sequence instead of decoded
-    reused_tokens: int = 0  # prompt tokens already in the sequence a generation got
 
 
 class KvSlots:
@@ -84,10 +82,8 @@ class KvSlots:
             if donor is not best and n >= have + MIN_PREFIX_COPY:
                 self.rt.seq_copy(donor.seq_id, best.seq_id, n)
                 best.cached = list(tokens[:n])
-                self.stats.prefix_copies += 1
                 self.stats.copied_tokens += n - have
                 have = n
-        self.stats.reused_tokens += have
         best.busy = True
         return best
 

@@ -12,7 +12,6 @@ only caller.
 
 from __future__ import annotations
 
-import ctypes
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,13 +98,6 @@ class LlamaRuntime:
         silence_llama_logs(self.ll, verbose)
 
     # -- metadata --------------------------------------------------------------------------
-    def metadata(self, key: str) -> str | None:
-        buf = ctypes.create_string_buffer(4096)
-        n = self.ll.llama_model_meta_val_str(self.model, key.encode(), buf, ctypes.sizeof(buf))
-        if n < 0:
-            return None
-        return buf.value.decode("utf-8", "replace")
-
     def chat_template(self) -> str | None:
         raw = self.ll.llama_model_chat_template(self.model, None)
         return raw.decode("utf-8", "replace") if raw else None
