@@ -1,8 +1,9 @@
 """Log setup: one format for the server's and uvicorn's lines, text or JSON.
 
 Each HTTP request is logged once (the server's access line; uvicorn's own access log is
-off), and every line logged while a request is handled carries its request id, so a log
-shipper can join them (``--log-format json``: one JSON object per line).
+off), and every line logged while a request is handled carries its request id (set by
+``asgi_correlation_id``'s middleware, attached to records by its ``CorrelationIdFilter``),
+so a log shipper can join them (``--log-format json``: one JSON object per line).
 """
 
 from __future__ import annotations
@@ -10,20 +11,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from contextvars import ContextVar
 
-current_request_id: ContextVar[str | None] = ContextVar("livetrans_request_id", default=None)
+from asgi_correlation_id import CorrelationIdFilter
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
-
-
-class RequestIdFilter(logging.Filter):
-    """Adds ``request_id`` (of the request being handled, if any) to every record."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if getattr(record, "request_id", None) is None:
-            record.request_id = current_request_id.get()
-        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -37,7 +28,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        rid = getattr(record, "request_id", None)
+        rid = getattr(record, "correlation_id", None)
         if rid:
             entry["request_id"] = rid
         if record.exc_info:
@@ -49,7 +40,7 @@ def configure_logging(level: str, fmt: str = "text") -> None:
     """Root logging for ``livetrans serve`` (uvicorn's loggers propagate to it)."""
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
-    handler.addFilter(RequestIdFilter())
+    handler.addFilter(CorrelationIdFilter())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

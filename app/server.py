@@ -3,50 +3,41 @@
 The model loads in a background thread after the server starts listening, so ``/health``
 can answer 503 "loading" (and orchestrators can wait) instead of the port being closed.
 
-Middleware, outermost first: auth + request log + metrics (every answer, 401 and 413
+Middleware, outermost first: the request id (``X-Request-ID``: a well-formed client id is
+kept, anything else replaced), auth + request log + metrics (every answer, 401 and 413
 included, is logged and counted under its route template), CORS, the body size limit.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import socket
 import threading
 import time
 from contextlib import asynccontextmanager
 
+from asgi_correlation_id import CorrelationIdMiddleware, correlation_id
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 
 from app.api import chat, live, models, watch
+from app.api.auth import Auth, invalid_api_key
 from app.api.body_limit import BodySizeLimit
-from app.api.errors import APIError, error_response, install_error_handlers
+from app.api.errors import error_response, install_error_handlers
 from app.api.origins import cors_options
-from app.api.redaction import install_log_redaction, request_id
+from app.api.redaction import install_log_redaction, new_request_id, valid_request_id
 from app.api.route_labels import label_routes, route_label
+from app.api.state import ServerState
 from app.engine.engine import Engine
 from app.engine.scheduler import PRIORITY_NAMES, SchedulerConfig
 from app.engine.worker import EngineWorker, client_identity
 from app.loader import load_model
-from app.logs import current_request_id
 from app.model_files import DEFAULT_MODEL_ID, model_id_for, resolve_model_path
 from app.sessions import SessionStore
 from app.settings import Settings
-from app.state import ServerState
 from app.translator import Translator
 
 log = logging.getLogger("livetrans.server")
-
-# Open without a key even when keys are set. /health answers only its status then, and
-# /metrics is not among them: it shows every tenant's activity.
-_OPEN_PATHS = {"/health", "/live", "/watch", "/docs", "/openapi.json", "/"}
-
-
-def bearer_key(auth_header: str) -> str:
-    """The key of an ``Authorization: Bearer KEY`` header ('' when there is none)."""
-    return auth_header[7:].strip() if auth_header.lower().startswith("bearer ") else ""
-
 
 def _load_engine(state: ServerState) -> None:
     """Load the model and build the worker and translator (runs in a thread)."""
@@ -94,7 +85,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         sessions=SessionStore(settings.max_sessions, settings.session_ttl_s),
         model_id=model_id,
         model_aliases={model_id, model_path.name, DEFAULT_MODEL_ID, "default", "livetrans"},
-        api_keys=settings.all_api_keys(),
+        auth=Auth.from_settings(settings),
     )
 
     @asynccontextmanager
@@ -109,7 +100,6 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
             state.worker.shutdown(settings.shutdown_grace_s)
 
     replica = settings.replica_id or f"{socket.gethostname()}:{settings.port}"
-    metrics_keys = {settings.metrics_key} if settings.metrics_key else state.api_keys
     install_log_redaction()
     app = FastAPI(title="livetrans", version="0.1.0", lifespan=lifespan)
     app.state.livetrans = state
@@ -119,42 +109,28 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
 
     @app.middleware("http")
     async def auth_and_log(request: Request, call_next):
-        rid = request_id(request.headers.get("x-request-id"))
-        current_request_id.set(rid)
         t0 = time.perf_counter()
-        path = request.url.path
         route = route_label(labelled, request.scope)
-        key = bearer_key(request.headers.get("authorization", ""))
-        request.state.owner = None
-        # /health shows details to a caller with any valid key, or to all when none is set
-        request.state.trusted = not (state.api_keys or metrics_keys) or (
-            bool(key) and (key in state.api_keys or key in metrics_keys))
-        if request.method == "OPTIONS":
-            refused = False
-        elif path == "/metrics":
-            refused = bool(metrics_keys) and key not in metrics_keys
+        access = state.auth.check_request(request)
+        request.state.owner, request.state.trusted = access.owner, access.trusted
+        if access.refused:
+            response = error_response(invalid_api_key())
         else:
-            refused = bool(state.api_keys) and path not in _OPEN_PATHS and \
-                key not in state.api_keys
-        if refused:
-            response = error_response(APIError(
-                401, "Incorrect or missing API key.", code="invalid_api_key"))
-        else:
-            if key in state.api_keys:
-                request.state.owner = hashlib.sha256(key.encode()).hexdigest()[:16]
             # fair share in the engine: an API key's requests are one client's, else an IP's
-            client_identity.set(f"key:{request.state.owner}" if request.state.owner else
+            client_identity.set(f"key:{access.owner}" if access.owner else
                                 f"ip:{request.client.host if request.client else '?'}")
             response = await call_next(request)
         elapsed = time.perf_counter() - t0
-        response.headers["x-request-id"] = rid
         response.headers["x-livetrans-replica"] = replica
         state.metrics.requests.labels(route, str(response.status_code)).inc()
         state.metrics.e2e_seconds.labels(route).observe(elapsed)
-        log.info("request_id=%s %s %s -> %d (%.1f ms)", rid, request.method, route,
-                 response.status_code, elapsed * 1000)
+        log.info("request_id=%s %s %s -> %d (%.1f ms)", correlation_id.get(), request.method,
+                 route, response.status_code, elapsed * 1000)
         return response
 
+    # outermost: every answer, a 401 included, carries the id its log line names
+    app.add_middleware(CorrelationIdMiddleware, validator=valid_request_id,
+                       generator=new_request_id)
     app.include_router(chat.router)
     app.include_router(models.router)
     app.include_router(live.router)

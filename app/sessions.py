@@ -206,8 +206,6 @@ class SessionStore:
         self._clock = clock
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
-        self.evicted = 0
-        self.expired = 0
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -250,7 +248,6 @@ class SessionStore:
         for victim_key, victim in self._sessions.items():
             if not victim.busy:
                 del self._sessions[victim_key]
-                self.evicted += 1
                 return
         raise SessionStoreFullError(
             f"all {self.max_sessions} sessions are busy translating; retry when one finishes")
@@ -294,4 +291,3 @@ class SessionStore:
         ]
         for k in stale:
             del self._sessions[k]
-        self.expired += len(stale)

@@ -5,6 +5,10 @@ Layers, bottom up: ``drafters`` (pure drafting) < ``app.engine`` (the model) < t
 composition roots ``app.server`` and ``app.cli``. ``eval`` and ``clients`` are tools on top.
 An AST read of every module: imports inside functions count too (a lazy import is still a
 dependency); imports under ``if TYPE_CHECKING:`` do not.
+
+What the API layer owns (its state, Prometheus metrics, auth and error mapping) lives under
+``app.api``, so nothing below it can reach it; an import of a module that no longer exists
+(an old path after a move) fails here rather than at run time.
 """
 
 from __future__ import annotations
@@ -82,6 +86,32 @@ def test_layers_import_only_downward() -> None:
             if _layer(dep) > _layer(module):
                 upward.append(f"{module} -> {dep}")
     assert not upward, "upward imports:\n" + "\n".join(sorted(upward))
+
+
+def test_nothing_below_the_api_layer_imports_it() -> None:
+    below = [f"{module} -> {dep}" for module, deps in _graph().items() for dep in deps
+             if _layer(module) < 3 and dep.startswith("app.api")]
+    assert not below, "imports of app.api from below it:\n" + "\n".join(sorted(below))
+
+
+def _module_imports(tree: ast.AST) -> set[str]:
+    """The modules named by ``import X`` and ``from X import ...`` (absolute imports)."""
+    return {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+            for alias in node.names} | {
+        node.module for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+
+
+def test_imports_of_project_modules_name_modules_that_exist() -> None:
+    graph = _graph()
+    packages = {name for name in graph if (REPO / name.replace(".", "/")).is_dir()}
+    stale = []
+    for pkg in (*PACKAGES, "tests"):
+        for path in (REPO / pkg).rglob("*.py"):
+            for imp in _module_imports(ast.parse(path.read_text(encoding="utf-8"))):
+                if imp.split(".")[0] in PACKAGES and imp not in graph and imp not in packages:
+                    stale.append(f"{path.relative_to(REPO)}: {imp}")
+    assert not stale, "imports of modules that do not exist:\n" + "\n".join(sorted(stale))
 
 
 def test_no_two_modules_import_each_other() -> None:

@@ -19,7 +19,13 @@ from fastapi import APIRouter, Header, Request
 from sse_starlette.sse import EventSourceResponse
 
 from app.api.affinity import check_session_affinity
-from app.api.errors import APIError, error_body, internal_error, require_ready
+from app.api.errors import (
+    APIError,
+    ClientDisconnected,
+    error_body,
+    map_engine_error,
+    require_ready,
+)
 from app.api.schemas import (
     AssistantMessage,
     ChatCompletion,
@@ -34,13 +40,8 @@ from app.api.schemas import (
     PromptTokensDetails,
     Usage,
 )
-from app.engine.engine import ContextOverflowError, GenerationResult
-from app.engine.worker import (
-    JobCancelledError,
-    QueueFullError,
-    ServerBusyError,
-    WorkerStoppedError,
-)
+from app.api.state import ServerState, get_state
+from app.engine.engine import GenerationResult
 from app.prompts import UnsupportedLanguageError, check_language
 from app.sessions import (
     SESSION_ID_MAX_CHARS,
@@ -50,52 +51,9 @@ from app.sessions import (
     SessionStoreFullError,
     StaleUpdateError,
 )
-from app.state import ServerState, get_state
 from app.translator import TranslateOptions, TranslationOutcome
 
 router = APIRouter()
-
-# The official SDKs retry a 409 unless told not to; a retried update arrives after newer
-# ones and is refused as stale anyway, so a conflict is final.
-NO_RETRY = {"x-should-retry": "false"}
-
-
-def map_engine_error(exc: BaseException) -> APIError:
-    """Turn failures of the translation path into OpenAI-shaped errors.
-
-    Only the project's typed errors map to a 4xx; anything else is a bug: a 500, logged
-    with its traceback.
-    """
-    if isinstance(exc, APIError):
-        return exc
-    if isinstance(exc, SessionBusyError):
-        return APIError(409, str(exc), param="session_id", code="session_busy",
-                        headers=dict(NO_RETRY))
-    if isinstance(exc, StaleUpdateError):
-        return APIError(409, str(exc), param="seq", code="stale_update", headers=dict(NO_RETRY))
-    if isinstance(exc, SessionStoreFullError):
-        return APIError(429, f"Server overloaded: {exc}.", param="session_id",
-                        code="sessions_full", headers={"Retry-After": "1"})
-    if isinstance(exc, ServerBusyError):
-        return APIError(429, f"Server overloaded, {exc}.", code="busy",
-                        headers={"Retry-After": "2"})
-    if isinstance(exc, ClientDisconnected):
-        return APIError(499, "Client closed the request.", code="cancelled")
-    if isinstance(exc, QueueFullError):
-        return APIError(429, "Server overloaded: too many requests queued; retry shortly.",
-                        code="queue_full", headers={"Retry-After": "1"})
-    if isinstance(exc, ContextOverflowError):
-        return APIError(413, f"Input too long: {exc}.", param="messages", code="context_overflow")
-    if isinstance(exc, WorkerStoppedError):
-        return APIError(503, "Server is shutting down.", code="shutting_down")
-    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
-        return APIError(504, "The request timed out.", code="timeout")
-    if isinstance(exc, UnsupportedLanguageError):
-        return APIError(422, str(exc), param=exc.param, code="unsupported_language")
-    if isinstance(exc, JobCancelledError):
-        return APIError(499, "Request cancelled.", code="cancelled")
-    return internal_error(exc, "the translation path")
-
 
 def _usage(result: GenerationResult) -> Usage:
     """OpenAI's usage; its prediction counts are every draft source's (``result.drafts``)."""
@@ -276,10 +234,6 @@ async def _run(
     state.metrics.observe_generation(outcome.result, route="chat")
     state.metrics.observe_verdict(outcome)
     return outcome
-
-
-class ClientDisconnected(Exception):
-    """The client of a non-streaming request went away before its answer."""
 
 
 async def _until_disconnect(request: Request, coro, cancel: threading.Event):

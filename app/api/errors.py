@@ -8,6 +8,7 @@ never be a traceback.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 
@@ -16,7 +17,17 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.engine.worker import mark_logged, was_logged
+from app.engine.engine import ContextOverflowError
+from app.engine.worker import (
+    JobCancelledError,
+    QueueFullError,
+    ServerBusyError,
+    WorkerStoppedError,
+    mark_logged,
+    was_logged,
+)
+from app.prompts import UnsupportedLanguageError
+from app.sessions import SessionBusyError, SessionStoreFullError, StaleUpdateError
 
 log = logging.getLogger("livetrans.api")
 
@@ -112,7 +123,7 @@ def validation_error(exc: RequestValidationError) -> APIError:
     return APIError(422, f"Invalid value for '{param}': {msg}.", param=param, code="invalid_value")
 
 
-def require_ready(state) -> None:  # noqa: ANN001 - app.state.ServerState
+def require_ready(state) -> None:  # noqa: ANN001 - app.api.state.ServerState
     """503 while the model loads or the server shuts down (the caller may retry)."""
     if state.shutting_down:
         raise APIError(503, "Server is shutting down.", code="shutting_down")
@@ -152,3 +163,49 @@ def internal_error(exc: BaseException, where: str) -> APIError:
         log.error("unexpected error in %s", where, exc_info=exc)
         mark_logged(exc)
     return APIError(500, "Internal server error.", code="internal_error")
+
+
+class ClientDisconnected(Exception):
+    """The client of a non-streaming request went away before its answer."""
+
+
+# The official SDKs retry a 409 unless told not to; a retried update arrives after newer
+# ones and is refused as stale anyway, so a conflict is final.
+NO_RETRY = {"x-should-retry": "false"}
+
+
+def map_engine_error(exc: BaseException) -> APIError:
+    """Turn failures of the translation path into OpenAI-shaped errors.
+
+    Only the project's typed errors map to a 4xx; anything else is a bug: a 500, logged
+    with its traceback.
+    """
+    if isinstance(exc, APIError):
+        return exc
+    if isinstance(exc, SessionBusyError):
+        return APIError(409, str(exc), param="session_id", code="session_busy",
+                        headers=dict(NO_RETRY))
+    if isinstance(exc, StaleUpdateError):
+        return APIError(409, str(exc), param="seq", code="stale_update", headers=dict(NO_RETRY))
+    if isinstance(exc, SessionStoreFullError):
+        return APIError(429, f"Server overloaded: {exc}.", param="session_id",
+                        code="sessions_full", headers={"Retry-After": "1"})
+    if isinstance(exc, ServerBusyError):
+        return APIError(429, f"Server overloaded, {exc}.", code="busy",
+                        headers={"Retry-After": "2"})
+    if isinstance(exc, ClientDisconnected):
+        return APIError(499, "Client closed the request.", code="cancelled")
+    if isinstance(exc, QueueFullError):
+        return APIError(429, "Server overloaded: too many requests queued; retry shortly.",
+                        code="queue_full", headers={"Retry-After": "1"})
+    if isinstance(exc, ContextOverflowError):
+        return APIError(413, f"Input too long: {exc}.", param="messages", code="context_overflow")
+    if isinstance(exc, WorkerStoppedError):
+        return APIError(503, "Server is shutting down.", code="shutting_down")
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        return APIError(504, "The request timed out.", code="timeout")
+    if isinstance(exc, UnsupportedLanguageError):
+        return APIError(422, str(exc), param=exc.param, code="unsupported_language")
+    if isinstance(exc, JobCancelledError):
+        return APIError(499, "Request cancelled.", code="cancelled")
+    return internal_error(exc, "the translation path")

@@ -26,7 +26,6 @@ are in ``live_limits``.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import re
 import threading
@@ -37,7 +36,7 @@ from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from app.api.chat import map_engine_error
+from app.api.errors import map_engine_error
 from app.api.live_frames import FrameError, encode_frame, log_unexpected, parse_frame, safe_echo
 from app.api.live_limits import (
     CLOSE_POLICY,
@@ -55,6 +54,7 @@ from app.api.live_messages import (
 )
 from app.api.origins import origin_allowed
 from app.api.rooms import Room, RoomTakenError, registry_of
+from app.api.state import ServerState
 from app.display import DisplayPolicy, Translation, display_policy, display_unit
 from app.engine.engine import GenerationResult
 from app.engine.worker import (
@@ -65,7 +65,6 @@ from app.engine.worker import (
     client_identity,
 )
 from app.sessions import Session, SessionStoreFullError
-from app.state import ServerState
 from app.translator import TranslateOptions
 
 log = logging.getLogger("livetrans.live")
@@ -587,18 +586,6 @@ def draft_stats(result: GenerationResult) -> dict[str, Any]:
     }
 
 
-def _api_owner(ws: WebSocket, keys: set[str]) -> tuple[bool, str | None]:
-    """(key accepted, owner): the owner is a hash of the key, never the key itself."""
-    if not keys:
-        return True, None
-    auth = ws.headers.get("authorization", "")
-    key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-    key = key or ws.query_params.get("api_key", "")
-    if key not in keys:
-        return False, None
-    return True, hashlib.sha256(key.encode()).hexdigest()[:16]
-
-
 def _capacity_refusal(state: ServerState) -> str | None:
     """Why a new live session must wait for another time (None: admit it).
 
@@ -633,7 +620,7 @@ async def live(ws: WebSocket) -> None:
     if not origin_allowed(ws, state.settings):
         await _refuse(ws, CLOSE_POLICY, "origin not allowed")
         return
-    accepted, owner = _api_owner(ws, state.api_keys)
+    accepted, owner = state.auth.check_websocket(ws)
     if not accepted:
         await _refuse(ws, CLOSE_POLICY, "invalid API key")
         return

@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.schemas import ModelCard, ModelList
-from app.state import get_state
+from app.api.state import get_state
 
 router = APIRouter()
 _STARTED = int(time.time())

@@ -4,7 +4,8 @@
   viewer tokens as ``?token=``); uvicorn logs the full URL of every request and WebSocket.
   ``SecretQueryFilter`` replaces those values with ``***`` before a record is formatted.
 * ``X-Request-ID`` is echoed into our request log; a client-chosen value with a newline in
-  it would forge log lines. ``request_id`` keeps a well-formed one and replaces any other.
+  it would forge log lines. ``valid_request_id`` admits only a well-formed one (the
+  server's ``CorrelationIdMiddleware`` replaces any other).
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ def redact(text: str) -> str:
     return _SECRET_QUERY.sub(r"\1***", text)
 
 
-def request_id(value: str | None) -> str:
-    """The client's request id if it is 1-64 of ``A-Z a-z 0-9 . _ -``, else a new one."""
-    if value is not None and _REQUEST_ID.fullmatch(value):
-        return value
+def valid_request_id(value: str) -> bool:
+    """A client's request id is kept if it is 1-64 of ``A-Z a-z 0-9 . _ -`` (nothing that
+    could end or forge a log line); any other is replaced by ``new_request_id()``."""
+    return _REQUEST_ID.fullmatch(value) is not None
+
+
+def new_request_id() -> str:
     return uuid.uuid4().hex[:12]
 
 

@@ -287,7 +287,7 @@ def registry_of(state: Any) -> RoomRegistry:
     if not isinstance(registry, RoomRegistry):
         metrics = state.metrics
         registry = RoomRegistry(
-            state.api_keys,
+            state.auth.api_keys,
             on_drop=lambda n: metrics.viewer_frames_dropped.inc(n),
             on_viewers=lambda n: metrics.live_viewers.set(n),
         )

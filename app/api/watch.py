@@ -36,8 +36,8 @@ from app.api.rooms import (
     registry_of,
     valid_room,
 )
+from app.api.state import ServerState
 from app.prompts import UnsupportedLanguageError, check_language
-from app.state import ServerState
 
 log = logging.getLogger("livetrans.watch")
 router = APIRouter()

@@ -5,21 +5,23 @@ from __future__ import annotations
 import json
 import logging
 
-from app.logs import JsonFormatter, RequestIdFilter, current_request_id
+from asgi_correlation_id import CorrelationIdFilter, correlation_id
+
+from app.logs import JsonFormatter
 
 
 def _record(message: str) -> logging.LogRecord:
     record = logging.LogRecord("livetrans.test", logging.INFO, __file__, 1, message, (), None)
-    RequestIdFilter().filter(record)
+    CorrelationIdFilter().filter(record)
     return record
 
 
 def test_json_lines_carry_the_request_id_of_the_request_being_handled() -> None:
-    token = current_request_id.set("abc123")
+    token = correlation_id.set("abc123")
     try:
         line = JsonFormatter().format(_record('quote " and newline\n inside'))
     finally:
-        current_request_id.reset(token)
+        correlation_id.reset(token)
     entry = json.loads(line)
     assert "\n" not in line and entry["request_id"] == "abc123"
     assert entry["level"] == "info" and entry["message"].startswith('quote "')

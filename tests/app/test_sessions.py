@@ -26,7 +26,7 @@ def test_ttl_expiry_starts_fresh() -> None:
     s.commit("hi", [1, 2], False, "de", "en")
     store.release(s)
     clock.t = 61
-    assert store.get("a") is None and store.expired == 1
+    assert store.get("a") is None and len(store) == 0
     fresh = store.acquire("a")
     assert fresh.previous_tokens == [] and fresh.revision == 0
 
@@ -37,7 +37,7 @@ def test_lru_eviction_keeps_recently_used() -> None:
         store.release(store.acquire(sid))
     store.release(store.acquire("a"))  # a is now most recent
     store.release(store.acquire("c"))
-    assert store.get("b") is None and store.get("a") is not None and store.evicted == 1
+    assert store.get("b") is None and store.get("a") is not None and len(store) == 2
 
 
 def test_busy_session_rejects_a_second_update() -> None:
@@ -85,14 +85,14 @@ def test_a_store_full_of_busy_sessions_refuses_a_new_one_and_keeps_them() -> Non
     held = [store.acquire("a"), store.acquire("b")]
     with pytest.raises(SessionStoreFullError):
         store.acquire("c")
-    assert len(store) == 2 and store.get("c") is None and store.evicted == 0
+    assert len(store) == 2 and store.get("c") is None
     # a busy session's own next update is still a plain 409, not "store full"
     with pytest.raises(SessionBusyError):
         store.acquire("a")
     store.release(held[0])
     c = store.acquire("c")  # the idle one makes room
     assert store.get("a") is None and store.get("b") is held[1] and c.busy
-    assert store.evicted == 1
+    assert len(store) == 2
 
 
 def test_eviction_skips_busy_sessions_and_takes_the_least_recent_idle_one() -> None:

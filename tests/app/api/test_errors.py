@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from app.api.chat import map_engine_error
+from app.api.errors import map_engine_error
 from app.engine.worker import mark_logged
 from app.sessions import SessionBusyError, SessionStoreFullError, StaleUpdateError
 

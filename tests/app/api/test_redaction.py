@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from app.api.redaction import SecretQueryFilter, redact, request_id
+from app.api.redaction import SecretQueryFilter, new_request_id, redact, valid_request_id
 
 
 def test_redact_secret_query_parameters() -> None:
@@ -25,8 +25,8 @@ def test_filter_rewrites_arguments_before_formatting() -> None:
 
 
 def test_request_ids() -> None:
-    assert request_id("trace-1.a_B") == "trace-1.a_B"
-    assert request_id("x" * 64) == "x" * 64
-    for bad in (None, "", "x" * 65, "a b", "a\nb", "a\r\nINFO fake", "é", "a/b"):
-        new = request_id(bad)
-        assert new != bad and len(new) == 12 and new.isalnum()
+    assert valid_request_id("trace-1.a_B") and valid_request_id("x" * 64)
+    for bad in ("", "x" * 65, "a b", "a\nb", "a\r\nINFO fake", "é", "a/b"):
+        assert not valid_request_id(bad)
+    new = new_request_id()
+    assert valid_request_id(new) and len(new) == 12 and new.isalnum()

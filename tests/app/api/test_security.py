@@ -95,10 +95,10 @@ def test_forged_request_ids_are_replaced(live_server, server_logs, forged: str) 
 
 def test_forged_log_lines_with_newlines_cannot_get_through(live_server) -> None:
     """h11 refuses raw CR/LF in a header, and the id rule refuses what it lets through."""
-    from app.api.redaction import request_id
+    from app.api.redaction import valid_request_id
 
     for forged in ("a\nINFO livetrans.server request_id=x GET /", "a\r\nb", "a\x1b[2J"):
-        assert request_id(forged) != forged and "\n" not in request_id(forged)
+        assert not valid_request_id(forged)
     import socket
 
     with socket.create_connection(("127.0.0.1", live_server.port), timeout=10) as sock:

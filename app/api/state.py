@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
+from app.api.auth import Auth
+from app.api.metrics import Metrics
 from app.engine.worker import EngineWorker
-from app.metrics import Metrics
 from app.sessions import SessionStore
 from app.settings import Settings
 from app.translator import Translator
@@ -23,7 +24,7 @@ class ServerState:
     worker: EngineWorker | None = None
     translator: Translator | None = None
     load_error: str | None = None
-    api_keys: set[str] = field(default_factory=set)
+    auth: Auth = field(default_factory=Auth)
     shutting_down: bool = False
     live_connections: set = field(default_factory=set)
 
