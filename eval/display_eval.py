@@ -23,25 +23,18 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from app.display import DISPLAY_MODES, Translation, display_policy, display_unit, split_units
+from app.display import DISPLAY_MODES, Translation, display_policy, display_unit
 from app.usage import PlainHelp
-from eval.metrics.display import (
-    arrival_times,
-    computed_times,
-    display_signature,
-    final_rewrite,
-    first_display_delays,
-    partial_retractions,
-    shown_early,
-)
-from eval.metrics.erasure import ne_signature, ne_unit, normalized_erasure, units
-from eval.metrics.quality import chrf_score
+from eval.metrics.display import FirstDisplay
+from eval.metrics.erasure import NormalizedErasure, ne_unit
+from eval.metrics.quality import ChrF
 from eval.metrics.speed import percentile
+from eval.plots import display_flicker_vs_latency, save
+from eval.tables import Block, Table, markdown, show
 
 Detokenize = Callable[[Sequence[int]], str]
 
@@ -86,55 +79,27 @@ def stream_displays(recs: list[dict], mode: str, k: int | None, lang: str,
                             for r in recs])
 
 
-def _compute_s(r: dict) -> float:
-    return r.get("e2e_ms", r.get("decode_ms", 0.0)) / 1000
-
-
-def score(stream_list: list[list[dict]], shown: list[list[str]], lang: str,
-          word_s: float) -> dict:
+def score(stream_list: list[list[dict]], shown: list[list[str]], lang: str, word_s: float,
+          policy: tuple[str, int | None] = ("mask-k", None)) -> dict:
     """The display metrics of one (dataset, lang, method, policy) over its streams."""
     ne_u, d_u = ne_unit(lang), display_unit(lang)
-    ideal: list[float] = []
-    ca: list[float] = []
-    final_lat: list[float] = []
-    retracted = rewritten = early = total = 0
-    for recs, disp in zip(stream_list, shown, strict=True):
-        reads = [r["read"] for r in recs]
-        arrive = arrival_times(reads, [r.get("t") for r in recs], word_s)
-        done = computed_times(arrive, [_compute_s(r) for r in recs])
-        du = [split_units(d, d_u) for d in disp]
-        ideal += first_display_delays(du, reads, arrive, arrive)
-        ca += first_display_delays(du, reads, arrive, done)
-        final_lat.append(done[-1] - arrive[-1])
-        retracted += partial_retractions(du)
-        rewritten += final_rewrite(du)
-        e, n = shown_early(du)
-        early += e
-        total += n
+    mode, k = policy
+    raw_ne = NormalizedErasure(ne_u)
+    shown_ne = NormalizedErasure(ne_u, display=mode, display_k=k)
+    first = FirstDisplay(d_u, word_s)
     finals = [recs[-1]["text"] for recs in stream_list]
     refs = [recs[-1].get("reference") or "" for recs in stream_list]
-    final_units = sum(len(units(f, d_u)) for f in finals)
+    final_decode_ms = [recs[-1].get("e2e_ms", recs[-1].get("decode_ms", 0.0))
+                       for recs in stream_list]
     return {
         "streams": len(stream_list), "updates": sum(len(s) for s in stream_list),
         "ne_unit": ne_u, "display_unit": d_u,
-        "NE": normalized_erasure([[r["text"] for r in recs] for recs in stream_list], ne_u),
-        "NE_display": normalized_erasure(shown, ne_u),
-        "retracted_partial_units": retracted,
-        "final_rewrite_units": rewritten,
-        "final_rewrite_rate": rewritten / final_units if final_units else 0.0,
-        "shown_before_final": early / total if total else None,
-        "first_display_s_mean": statistics.fmean(ideal) if ideal else None,
-        "first_display_s_p50": percentile(ideal, 50),
-        "first_display_s_p90": percentile(ideal, 90),
-        "first_display_ca_s_mean": statistics.fmean(ca) if ca else None,
-        "first_display_ca_s_p90": percentile(ca, 90),
-        "final_latency_ca_s_p50": percentile(final_lat, 50),
-        "final_latency_ca_s_p95": percentile(final_lat, 95),
-        "final_decode_ms_p50": percentile([_compute_s(recs[-1]) * 1000
-                                           for recs in stream_list], 50),
-        "chrF": chrf_score(finals, refs) if all(refs) else None,
-        "signatures": {"NE_display": ne_signature(ne_u) + "|outputs:display-policy",
-                       "first_display": display_signature(d_u, word_s)},
+        "NE": raw_ne.corpus_score([[r["text"] for r in recs] for recs in stream_list]).score,
+        "NE_display": shown_ne.corpus_score(shown).score,
+        **first.corpus_score(stream_list, shown).as_row(),
+        "final_decode_ms_p50": percentile(final_decode_ms, 50),
+        "chrF": ChrF().corpus_score(finals, refs).score if all(refs) else None,
+        "signatures": {"NE_display": shown_ne.signature, "first_display": first.signature},
     }
 
 
@@ -157,7 +122,7 @@ def summarize_display(records: list[dict], modes: Sequence[str], mask_ks: Sequen
             row = {"dataset": dataset, "lang": lang, "method": method, "mode": mode, "k": k,
                    "mask_on": ("tokens" if tokens else display_unit(lang))
                    if mode == "mask-k" else None,
-                   **score(stream_list, shown, lang, word_s)}
+                   **score(stream_list, shown, lang, word_s, (mode, k))}
             key = f"{dataset}|{lang}|{method}|{mode}" + (f"|{k}" if k is not None else "")
             out[key] = row
     return out
@@ -175,33 +140,32 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.0%}"
 
 
-def mode_tables(summary: dict, modes: Sequence[str], word_s: float = 0.4) -> str:
-    """Markdown: one table per display mode, a row per (dataset, lang, method[, k])."""
-    parts = []
+def mode_tables(summary: dict, modes: Sequence[str], word_s: float = 0.4) -> list[Block]:
+    """One table per display mode, a row per (dataset, lang, method[, k]), then notes."""
+    blocks: list[Block] = []
     for mode in modes:
         rows = [r for r in summary.values() if r["mode"] == mode]
         if not rows:
             continue
-        parts.append(f"\n### Display mode `{mode}`\n")
-        parts.append("| dataset | lang | method | k | streams | NE (raw) | display NE | "
-                     "retracted in partials | final rewrite | shown before final | "
-                     "first display s mean/p50/p90 | first display s (CA) mean/p90 | "
-                     "final latency s (CA) p50/p95 | chrF |")
-        parts.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        blocks.append(f"\n### Display mode `{mode}`\n")
+        t = Table(["dataset", "lang", "method", "k", "streams", "NE (raw)", "display NE",
+                   "retracted in partials", "final rewrite", "shown before final",
+                   "first display s mean/p50/p90", "first display s (CA) mean/p90",
+                   "final latency s (CA) p50/p95", "chrF"])
         for r in rows:
-            parts.append(
-                f"| {r['dataset']} | {r['lang']} | {r['method']} | "
-                f"{'-' if r['k'] is None else r['k']} | {r['streams']} | {_f(r['NE'])} | "
-                f"{_f(r['NE_display'])} | {r['retracted_partial_units']} | "
-                f"{r['final_rewrite_units']} ({_pct(r['final_rewrite_rate'])}) | "
-                f"{_pct(r['shown_before_final'])} | "
-                f"{_f(r['first_display_s_mean'])}/{_f(r['first_display_s_p50'])}/"
-                f"{_f(r['first_display_s_p90'])} | "
-                f"{_f(r['first_display_ca_s_mean'])}/{_f(r['first_display_ca_s_p90'])} | "
-                f"{_f(r['final_latency_ca_s_p50'])}/{_f(r['final_latency_ca_s_p95'])} | "
-                f"{_f(r['chrF'], 1)} |")
+            t.add(r["dataset"], r["lang"], r["method"], "-" if r["k"] is None else r["k"],
+                  r["streams"], _f(r["NE"]), _f(r["NE_display"]),
+                  r["retracted_partial_units"],
+                  f"{r['final_rewrite_units']} ({_pct(r['final_rewrite_rate'])})",
+                  _pct(r["shown_before_final"]),
+                  f"{_f(r['first_display_s_mean'])}/{_f(r['first_display_s_p50'])}/"
+                  f"{_f(r['first_display_s_p90'])}",
+                  f"{_f(r['first_display_ca_s_mean'])}/{_f(r['first_display_ca_s_p90'])}",
+                  f"{_f(r['final_latency_ca_s_p50'])}/{_f(r['final_latency_ca_s_p95'])}",
+                  _f(r["chrF"], 1))
+        blocks.append(t)
     units = sorted({(r["lang"], r["ne_unit"], r["display_unit"]) for r in summary.values()})
-    notes = [
+    blocks.append("\n".join([
         "",
         "display NE: normalized erasure of what was displayed (final included), in the NE "
         "unit (" + "; ".join(f"{lang}: {u}" for lang, u, _ in units) + "). Retracted in "
@@ -214,76 +178,35 @@ def mode_tables(summary: dict, modes: Sequence[str], word_s: float = 0.4) -> str
         "and computation-aware (CA: one engine, every update in order, recorded decode "
         f"times). Text sets have no audio clock: {word_s} s per source word. Final latency: "
         "CA display of the final minus its arrival. chrF: finals (no policy changes them).",
-    ]
-    return "\n".join(parts + notes)
+    ]))
+    return blocks
 
 
 def display_plots(summary: dict, out_dir: Path) -> list[Path]:
-    """Per (dataset, lang): display NE against first-display latency (arrival clock and
-    computation-aware), one marked point per method and display policy."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Per (dataset, lang): display NE against first-display latency (``eval.plots``)."""
     made = []
-    markers = {"mask-k": "o", "stable": "s"}
     for dataset, lang in sorted({(r["dataset"], r["lang"]) for r in summary.values()}):
-        rows = [r for r in summary.values() if (r["dataset"], r["lang"]) == (dataset, lang)
-                and r["first_display_s_mean"] is not None]
-        if not rows:
-            continue
-        methods = sorted({r["method"] for r in rows})
-        colors = {m: f"C{i % 10}" for i, m in enumerate(methods)}
-        n = max(r["streams"] for r in rows)
-        fig, axes = plt.subplots(1, 2, figsize=(12, 5.2))
-        for ax, key, label in (
-                (axes[0], "first_display_s_mean", "arrival clock (policy only)"),
-                (axes[1], "first_display_ca_s_mean", "computation-aware clock")):
-            for m in methods:  # a method's policies joined: its own trade-off
-                pts = [r for r in rows if r["method"] == m]
-                ax.plot([r[key] for r in pts], [r["NE_display"] for r in pts],
-                        color=colors[m], linewidth=0.8, alpha=0.5)
-            for r in rows:
-                tag = f"k={r['k']}" if r["k"] is not None else r["mode"]
-                ax.scatter(r[key], r["NE_display"], s=48, zorder=3,
-                           marker=markers.get(r["mode"], "^"), color=colors[r["method"]])
-                ax.annotate(tag, (r[key], r["NE_display"]), fontsize=7, xytext=(4, 3),
-                            textcoords="offset points")
-            ax.set_xlabel(f"mean time from source word to first display, s\n({label})")
-            ax.set_ylabel("display NE (flicker)")
-            ax.set_ylim(bottom=0)
-            ax.grid(alpha=0.3)
-        from matplotlib.lines import Line2D
-
-        handles = [Line2D([], [], color=colors[m], marker="o", linestyle="", label=m)
-                   for m in methods]
-        handles += [Line2D([], [], color="gray", marker=mk, linestyle="", label=mode)
-                    for mode, mk in markers.items()]
-        fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)),
-                   fontsize=7, frameon=False)
-        fig.suptitle(f"{dataset} en→{lang}: flicker vs latency by display policy "
-                     f"(n = {n} streams per point, {len(rows)} points)")
-        fig.tight_layout(rect=(0, 0.1 + 0.03 * (len(handles) // 4), 1, 1))
-        path = out_dir / f"display_{dataset}_{lang}.png"
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        made.append(path)
+        rows = [r for r in summary.values() if (r["dataset"], r["lang"]) == (dataset, lang)]
+        fig = display_flicker_vs_latency(rows, dataset, lang)
+        if fig is not None:
+            made.append(save(fig, out_dir / f"display_{dataset}_{lang}.png", dpi=90))
     return made
 
 
 def display_report(records: list[dict], modes: Sequence[str], mask_ks: Sequence[int],
-                   detokenize: Detokenize | None, out: Path, word_s: float = 0.4) -> str:
-    """Summary, tables and plots into ``out``; returns the markdown (for ``tables.md``)."""
+                   detokenize: Detokenize | None, out: Path, word_s: float = 0.4
+                   ) -> list[Block]:
+    """Summary, tables and plots into ``out`` (``display.md`` is the blocks' markdown);
+    returns the blocks, for ``tables.md`` and the terminal."""
     summary = summarize_display(records, modes, mask_ks, detokenize, word_s)
     out.mkdir(parents=True, exist_ok=True)
     (out / "display_summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
     made = display_plots(summary, out / "plots")
-    text = "## Display policies\n" + mode_tables(summary, modes, word_s)
-    text += "\n\nPlots: " + ", ".join(str(p.relative_to(out)) for p in made) + "\n"
-    (out / "display.md").write_text(text, encoding="utf-8")
-    return text
+    blocks: list[Block] = ["## Display policies", *mode_tables(summary, modes, word_s),
+                           "\nPlots: " + ", ".join(str(p.relative_to(out)) for p in made)
+                           + "\n"]
+    (out / "display.md").write_text(markdown(blocks), encoding="utf-8")
+    return blocks
 
 
 def _detokenizer(records: list[dict], model: str | None) -> Detokenize | None:
@@ -323,9 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         path = path.with_suffix(".jsonl.gz")
     records = read_records(path)
     args.out.mkdir(parents=True, exist_ok=True)
-    text = display_report(records, modes, [int(k) for k in args.mask_k.split(",") if k],
-                          _detokenizer(records, args.model), args.out, args.word_seconds)
-    print(text)
+    show(display_report(records, modes, [int(k) for k in args.mask_k.split(",") if k],
+                        _detokenizer(records, args.model), args.out, args.word_seconds))
     return 0
 
 

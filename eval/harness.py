@@ -34,10 +34,9 @@ from eval.datasets.acl6060 import read_acl_pair
 from eval.datasets.asr_partials import read_asr_streams
 from eval.datasets.flores import DatasetNotFoundError, read_flores, read_flores_pair
 from eval.datasets.streams import Stream, lag_k_stream
-from eval.display_eval import parse_modes
+from eval.display_eval import display_report, parse_modes
 from eval.methods import Method, parse_methods, run_stream
 from eval.report import (
-    display_section,
     load_records,
     pathology_listing,
     plots,
@@ -46,6 +45,7 @@ from eval.report import (
     table3,
     table4,
 )
+from eval.tables import Block, markdown, show
 
 
 def load_streams(args: argparse.Namespace, lang: str) -> list[Stream]:
@@ -262,21 +262,22 @@ def main(argv: list[str] | None = None) -> int:
     base = None
     if [b for b in args.betas.split(",") if b]:
         base = f"ssbd-b{base_beta(args)}" + ("+drafters" if args.drafters else "")
-    text = "# livetrans eval\n\n## Table 2 layout\n" + table2(summary, mask_ks[0] if mask_ks
-                                                               else 0)
-    text += "\n\n## Pathological finals (app.pathology), by stream\n" + pathology_listing(summary)
+    blocks: list[Block] = ["# livetrans eval\n\n## Table 2 layout",
+                           *table2(summary, mask_ks[0] if mask_ks else 0),
+                           "\n## Pathological finals (app.pathology), by stream",
+                           pathology_listing(summary)]
     t3 = table3(summary)
     if t3:
-        text += "\n\n## Table 3 layout (beta sweep)\n" + t3
+        blocks += ["\n## Table 3 layout (beta sweep)", *t3]
     if base and mask_ks:
-        text += "\n\n## Table 4 layout (mask-k)\n" + table4(summary, mask_ks, base)
+        blocks += ["\n## Table 4 layout (mask-k)", *table4(summary, mask_ks, base)]
     if display_modes:
-        text += "\n\n" + display_section(records, display_modes, mask_ks or [3], detok,
-                                         args.out)
+        blocks += ["", *display_report(records, display_modes, mask_ks or [3], detok,
+                                       args.out)]
     made = plots(summary, records, args.out / "plots")
-    text += "\n\nPlots: " + ", ".join(str(p.relative_to(args.out)) for p in made) + "\n"
-    (args.out / "tables.md").write_text(text, encoding="utf-8")
-    print(text)
+    blocks.append("\nPlots: " + ", ".join(str(p.relative_to(args.out)) for p in made) + "\n")
+    (args.out / "tables.md").write_text(markdown(blocks), encoding="utf-8")
+    show(blocks)
     return 0
 
 

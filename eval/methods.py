@@ -31,8 +31,12 @@ from eval.datasets.streams import Stream
 
 @dataclass(frozen=True)
 class Method:
+    """One method of a run, parsed from its name once (``parse_method``): the report reads
+    ``beta`` and ``flags`` from here, never from the name."""
+
     name: str
     beta: float | None  # None = AR (no draft)
+    flags: tuple[str, ...] = ()  # the name's ``+flag`` parts, in order
     stop_draft: bool = False
     unbiased_tail: bool = True
     draft_mask_k: int = 0
@@ -66,9 +70,9 @@ def parse_method(item: str) -> Method:
     item = item.strip()
     base, *flags = item.split("+")
     if base == "ar":  # re-translation from scratch, as any server does it: no retry either
-        m = Method(item, None, final_retry=False)
+        m = Method(item, None, tuple(flags), final_retry=False)
     elif base.startswith("ssbd-b"):
-        m = Method(item, float(base[len("ssbd-b"):]))
+        m = Method(item, float(base[len("ssbd-b"):]), tuple(flags))
     else:
         raise ValueError(f"unknown method {item!r} (ar, ssbd-b0.2, ssbd-b0.2+drafters, ...)")
     for flag in flags:

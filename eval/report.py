@@ -11,12 +11,15 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+from eval import plots as figures
+from eval.methods import display_texts, parse_method
 from eval.metrics.acceptance import acceptance
-from eval.metrics.comet import comet_score
-from eval.metrics.erasure import ne_signature, ne_unit, normalized_erasure, units
-from eval.metrics.latency import laal, laal_signature, mean_laal
-from eval.metrics.quality import bleu_score, bleu_signature, chrf_score, chrf_signature
+from eval.metrics.comet import Comet
+from eval.metrics.erasure import NormalizedErasure, ne_unit
+from eval.metrics.latency import LAAL
+from eval.metrics.quality import Bleu, ChrF
 from eval.metrics.speed import final_caption_ms, speed, speedup
+from eval.tables import Block, Table
 
 Group = tuple[str, str]  # (dataset, lang)
 
@@ -87,59 +90,67 @@ def _stream_key(sid: str) -> tuple[int, str]:
     return (int(sid), sid) if sid.isdigit() else (1 << 30, sid)
 
 
+def is_baseline(row: dict) -> bool:
+    """AR as the baseline: no draft and no flags (``ar+retry`` is a variant, not it)."""
+    return row["beta"] is None and not row["flags"]
+
+
 def summarize(records: list[dict], mask_ks: list[int], detokenize: Callable | None,
               comet_checkpoint: Path | None = None) -> dict:
-    """Metrics per (dataset, lang, method), with speedups against ``ar`` of the same run."""
-    from eval.methods import display_texts
+    """Metrics per (dataset, lang, method), with speedups against AR of the same run.
 
+    Each row carries its method's ``beta`` and ``flags`` (parsed from the name once, by
+    ``eval.methods.parse_method``) and the signature of every metric in it."""
     streams = by_stream(records)
     grouped: dict[tuple[str, str, str], list[list[dict]]] = defaultdict(list)
     for (dataset, lang, method, _), recs in sorted(streams.items()):
         if recs[-1]["final"]:
             grouped[(dataset, lang, method)].append(recs)
+    comet = Comet(comet_checkpoint)
     out: dict = {}
     for (dataset, lang, method), stream_list in grouped.items():
         unit = ne_unit(lang)
+        parsed = parse_method(method)
+        ne, laal, chrf, bleu = NormalizedErasure(unit), LAAL(unit), ChrF(), Bleu(lang)
+        ne_shown = {k: NormalizedErasure(unit, display="mask-k", display_k=k) for k in mask_ks}
         flat = [r for recs in stream_list for r in recs]
         finals = [recs[-1]["text"] for recs in stream_list]
         refs = [recs[-1].get("reference") or "" for recs in stream_list]
         sources = [recs[-1]["source"] for recs in stream_list]
         outputs = [[r["text"] for r in recs] for recs in stream_list]
         row = {
-            "dataset": dataset, "lang": lang, "method": method, "streams": len(stream_list),
+            "dataset": dataset, "lang": lang, "method": method,
+            "beta": parsed.beta, "flags": list(parsed.flags), "streams": len(stream_list),
             "updates": len(flat), "ne_unit": unit,
-            "NE": normalized_erasure(outputs, unit),
+            "NE": ne.corpus_score(outputs).score,
             **acceptance(flat), **speed(flat), **final_caption_ms(stream_list),
             "forward_passes": sum(r["forward_passes"] for r in flat),
-            "chrF": chrf_score(finals, refs) if all(refs) else None,
-            "BLEU": bleu_score(finals, refs, lang) if all(refs) else None,
-            # target "words" in the NE unit: whitespace words would make a whole zh/ja
-            # sentence one word
-            "LAAL": mean_laal([
-                laal([units(r["text"], unit) for r in recs], [r["read"] for r in recs],
-                     recs[-1]["read"], len(units(recs[-1].get("reference") or "", unit))
-                     or None)
-                for recs in stream_list]),
+            "chrF": chrf.corpus_score(finals, refs).score if all(refs) else None,
+            "BLEU": bleu.corpus_score(finals, refs).score if all(refs) else None,
+            "LAAL": laal.corpus_score(outputs, [[r["read"] for r in recs]
+                                                for recs in stream_list],
+                                      [recs[-1].get("reference") for recs in stream_list]
+                                      ).score,
             "final_words": sum(len(f.split()) for f in finals),
             **pathology_counts(stream_list),
             "drafts": draft_totals(flat),
         }
         if detokenize is not None and all("token_ids" in r for r in flat):
-            for k in mask_ks:
+            for k, metric in ne_shown.items():
                 shown = [display_texts(recs, k, detokenize) for recs in stream_list]
-                row[f"NE_display_k{k}"] = normalized_erasure(shown, unit)
-        comet = comet_score(sources, finals, refs, comet_checkpoint) if all(refs) else None
-        row["COMET"] = comet.score if comet else None
-        row["COMET_note"] = comet.reason if comet else "no references"
+                row[f"NE_display_k{k}"] = metric.corpus_score(shown).score
+        scored = comet.corpus_score(sources, finals, refs) if all(refs) else None
+        row["COMET"] = scored.score if scored else None
+        row["COMET_note"] = scored.note if scored else "no references"
         row["signatures"] = {
-            "NE": ne_signature(unit), "NE_display": [ne_signature(unit, k) for k in mask_ks],
-            "chrF": chrf_signature(), "BLEU": bleu_signature(lang),
-            "LAAL": laal_signature(target_unit=unit),
-            "COMET": comet.signature if comet else None,
+            "NE": ne.signature, "NE_display": [m.signature for m in ne_shown.values()],
+            "chrF": chrf.signature, "BLEU": bleu.signature, "LAAL": laal.signature,
+            "COMET": comet.signature,
         }
         out[f"{dataset}|{lang}|{method}"] = row
     for row in out.values():
-        ar = out.get(f"{row['dataset']}|{row['lang']}|ar")
+        ar = next((r for r in out.values() if (r["dataset"], r["lang"]) ==
+                   (row["dataset"], row["lang"]) and is_baseline(r)), None)
         row["speedup"] = speedup(row["decode_s"], ar["decode_s"]) if ar else None
     return out
 
@@ -179,178 +190,93 @@ def pathology_listing(summary: dict) -> str:
     return "\n".join(lines) if lines else "none"
 
 
-def table2(summary: dict, mask_k: int) -> str:
+def _groups(summary: dict) -> list[tuple[str, str]]:
+    return sorted({(r["dataset"], r["lang"]) for r in summary.values()})
+
+
+def table2(summary: dict, mask_k: int) -> list[Block]:
     """SSBD Table 2 layout: per language, Dataset / Method / quality / NE / A/D / A/O / TPS."""
-    lines = []
+    blocks: list[Block] = []
     for lang in sorted({r["lang"] for r in summary.values()}):
-        lines.append(f"\n**English→{lang}**\n")
-        lines.append(f"| Dataset | Method | COMET | chrF | NE | NE (display k={mask_k}) | A/D |"
-                     " A/O | Output TPS | decode s | Speedup | LAAL | final ms p50/p95 |"
-                     " pathological finals |")
-        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        t = Table(["Dataset", "Method", "COMET", "chrF", "NE", f"NE (display k={mask_k})",
+                   "A/D", "A/O", "Output TPS", "decode s", "Speedup", "LAAL",
+                   "final ms p50/p95", "pathological finals"], title=f"English→{lang}")
         for r in summary.values():
             if r["lang"] != lang:
                 continue
-            lines.append(
-                f"| {r['dataset']} | {r['method']} | {_fmt(r['COMET'])} | {_fmt(r['chrF'])} | "
-                f"{_fmt(r['NE'])} | {_fmt(r.get(f'NE_display_k{mask_k}'))} | "
-                f"{_fmt(r['A/D'], True)} | {_fmt(r['A/O'], True)} | "
-                f"{r['tokens_per_s']:.1f} | {r['decode_s']:.1f} | {_fmt(r['speedup'])} | "
-                f"{_fmt(r['LAAL'])} | {_ms(r.get('final_ms_p50'))}/{_ms(r.get('final_ms_p95'))} | "
-                f"{pathology_cell(r)} |")
+            t.add(r["dataset"], r["method"], _fmt(r["COMET"]), _fmt(r["chrF"]), _fmt(r["NE"]),
+                  _fmt(r.get(f"NE_display_k{mask_k}")), _fmt(r["A/D"], True),
+                  _fmt(r["A/O"], True), f"{r['tokens_per_s']:.1f}", f"{r['decode_s']:.1f}",
+                  _fmt(r["speedup"]), _fmt(r["LAAL"]),
+                  f"{_ms(r.get('final_ms_p50'))}/{_ms(r.get('final_ms_p95'))}",
+                  pathology_cell(r))
+        blocks.append(t)
     notes = sorted({r["COMET_note"] for r in summary.values() if r["COMET"] is None})
     sigs = sorted({(r["lang"], r["signatures"]["NE"], r["signatures"]["chrF"])
                    for r in summary.values()})
-    lines.append("\nSignatures: " + "; ".join(f"{lang}: {ne}, {chrf}" for lang, ne, chrf in sigs))
+    blocks.append("\nSignatures: " + "; ".join(f"{lang}: {ne}, {chrf}"
+                                                for lang, ne, chrf in sigs))
     if notes:
-        lines.append("COMET: " + "; ".join(notes))
-    return "\n".join(lines)
+        blocks.append("COMET: " + "; ".join(notes))
+    return blocks
 
 
-def table3(summary: dict) -> str:
-    """Beta sweep (SSBD Table 3): one row per beta, plus AR."""
-    lines = []
-    for dataset, lang in sorted({(r["dataset"], r["lang"]) for r in summary.values()}):
+def _sweep_row(t: Table, label: str, r: dict, ne: float | None = None) -> None:
+    t.add(label, _fmt(r["COMET"]), _fmt(r["chrF"]), _fmt(r["NE"] if ne is None else ne),
+          _fmt(r["A/D"], True), _fmt(r["A/O"], True), _fmt(r["speedup"]))
+
+
+def table3(summary: dict) -> list[Block]:
+    """Beta sweep (SSBD Table 3): one row per beta of plain SSBD (no flags), plus AR."""
+    blocks: list[Block] = []
+    for dataset, lang in _groups(summary):
         rows = [r for r in summary.values() if (r["dataset"], r["lang"]) == (dataset, lang)
-                and (r["method"] == "ar" or ("+" not in r["method"]
-                                             and r["method"].startswith("ssbd-b")))]
+                and not r["flags"]]
         if len(rows) < 3:
             continue
-        rows.sort(key=lambda r: -1.0 if r["method"] == "ar" else float(r["method"][6:]))
-        lines.append(f"\n**{dataset} English→{lang}: effect of beta**\n")
-        lines.append("| beta | COMET | chrF | NE | A/D | A/O | Speedup |")
-        lines.append("|---|---|---|---|---|---|---|")
+        rows.sort(key=lambda r: -1.0 if r["beta"] is None else r["beta"])
+        t = Table(["beta", "COMET", "chrF", "NE", "A/D", "A/O", "Speedup"],
+                  title=f"{dataset} English→{lang}: effect of beta")
         for r in rows:
-            beta = "AR" if r["method"] == "ar" else r["method"][6:]
-            lines.append(f"| {beta} | {_fmt(r['COMET'])} | {_fmt(r['chrF'])} | {_fmt(r['NE'])} "
-                         f"| {_fmt(r['A/D'], True)} | {_fmt(r['A/O'], True)} | "
-                         f"{_fmt(r['speedup'])} |")
-    return "\n".join(lines)
+            _sweep_row(t, "AR" if r["beta"] is None else f"{r['beta']:g}", r)
+        blocks.append(t)
+    return blocks
 
 
-def table4(summary: dict, mask_ks: list[int], base: str) -> str:
+def table4(summary: dict, mask_ks: list[int], base: str) -> list[Block]:
     """mask-k (SSBD Table 4): draft mask-k rows vs display-only mask-k rows."""
-    lines = []
-    for dataset, lang in sorted({(r["dataset"], r["lang"]) for r in summary.values()}):
+    blocks: list[Block] = []
+    for dataset, lang in _groups(summary):
         ref = summary.get(f"{dataset}|{lang}|{base}")
         if ref is None:
             continue
-        lines.append(f"\n**{dataset} English→{lang}: mask-k (base {base})**\n")
-        lines.append("| k | COMET | chrF | NE | A/D | A/O | Speedup |")
-        lines.append("|---|---|---|---|---|---|---|")
-
-        def row(label: str, r: dict, ne) -> str:  # noqa: ANN001
-            return (f"| {label} | {_fmt(r['COMET'])} | {_fmt(r['chrF'])} | {_fmt(ne)} | "
-                    f"{_fmt(r['A/D'], True)} | {_fmt(r['A/O'], True)} | {_fmt(r['speedup'])} |")
-
-        lines.append(row("-", ref, ref["NE"]))
-        lines.append("| **+mask-k (draft)** | | | | | | |")
+        t = Table(["k", "COMET", "chrF", "NE", "A/D", "A/O", "Speedup"],
+                  title=f"{dataset} English→{lang}: mask-k (base {base})")
+        _sweep_row(t, "-", ref)
+        t.add("**+mask-k (draft)**", *[""] * 6)
         for k in mask_ks:
             r = summary.get(f"{dataset}|{lang}|{base}+draftmask{k}")
             if r is not None:
-                lines.append(row(str(k), r, r.get(f"NE_display_k{k}", r["NE"])))
-        lines.append("| **+display-only mask-k** | | | | | | |")
+                _sweep_row(t, str(k), r, r.get(f"NE_display_k{k}", r["NE"]))
+        t.add("**+display-only mask-k**", *[""] * 6)
         for k in mask_ks:
-            lines.append(row(str(k), ref, ref.get(f"NE_display_k{k}")))
-    return "\n".join(lines)
+            _sweep_row(t, str(k), ref, ref.get(f"NE_display_k{k}"))
+        blocks.append(t)
+    return blocks
 
 
 def plots(summary: dict, records: list[dict], out_dir: Path) -> list[Path]:
-    """beta vs quality / NE / speedup, and the per-update time breakdown, as PNGs."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Per (dataset, lang): quality vs beta, flicker vs latency, time per update and the
+    final policies' frontier, as PNGs (``eval.plots``; a figure its data cannot answer is
+    left out)."""
     made = []
-    for dataset, lang in sorted({(r["dataset"], r["lang"]) for r in summary.values()}):
+    for dataset, lang in _groups(summary):
         rows = [r for r in summary.values() if (r["dataset"], r["lang"]) == (dataset, lang)]
-        sweep = sorted((float(r["method"][6:]), r) for r in rows
-                       if r["method"].startswith("ssbd-b") and "+" not in r["method"])
-        ar = next((r for r in rows if r["method"] == "ar"), None)
-        if len(sweep) >= 2:
-            fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-            betas = [b for b, _ in sweep]
-            quality = "COMET" if all(r["COMET"] is not None for _, r in sweep) else "chrF"
-            for ax, key, label in zip(axes, [quality, "NE", "speedup"],
-                                      [quality, "normalized erasure", "speedup over AR"],
-                                      strict=True):
-                ax.plot(betas, [r[key] for _, r in sweep], marker="o", label="SSBD")
-                if ar is not None and ar.get(key) is not None:
-                    ax.axhline(ar[key], color="gray", linestyle="--", label="AR")
-                ax.set_xlabel("beta")
-                ax.set_title(label)
-                ax.grid(alpha=0.3)
-            axes[0].legend()
-            fig.suptitle(f"{dataset} en→{lang}")
-            fig.tight_layout()
-            path = out_dir / f"beta_{dataset}_{lang}.png"
-            fig.savefig(path, dpi=110)
-            plt.close(fig)
-            made.append(path)
-        policy = policy_frontier(rows, dataset, lang, out_dir, plt)
-        if policy is not None:
-            made.append(policy)
-        # time breakdown per update: first pass (prompt suffix + draft) vs decoding
-        methods = [r["method"] for r in rows]
-        first = []
-        rest = []
-        for m in methods:
-            recs = [x for x in records if (x["dataset"], x["lang"], x["method"]) ==
-                    (dataset, lang, m)]
-            n = max(1, len(recs))
-            first.append(sum(x["prompt_ms"] for x in recs) / n)
-            rest.append(sum(x["decode_ms"] - x["prompt_ms"] for x in recs) / n)
-        fig, ax = plt.subplots(figsize=(max(5, 1.3 * len(methods)), 3.6))
-        ax.bar(methods, first, label="first pass (prompt suffix + draft)")
-        ax.bar(methods, rest, bottom=first, label="decoding after it")
-        ax.set_ylabel("ms per update")
-        ax.set_title(f"{dataset} en→{lang}: where the time goes")
-        ax.legend(fontsize=8)
-        plt.setp(ax.get_xticklabels(), rotation=20, ha="right", fontsize=8)
-        fig.tight_layout()
-        path = out_dir / f"time_{dataset}_{lang}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        made.append(path)
+        for stem, fig in (
+                ("beta", figures.quality_vs_beta(rows, dataset, lang)),
+                ("flicker", figures.flicker_vs_latency(rows, dataset, lang)),
+                ("time", figures.time_per_update(rows, records, dataset, lang)),
+                ("policy", figures.policy_frontier(rows, dataset, lang))):
+            if fig is not None:
+                made.append(figures.save(fig, out_dir / f"{stem}_{dataset}_{lang}.png"))
     return made
-
-
-def policy_frontier(rows: list[dict], dataset: str, lang: str, out_dir: Path,
-                    plt) -> Path | None:  # noqa: ANN001 - matplotlib.pyplot
-    """Speedup against pathological finals and against chrF of finals, one point per method:
-    the trade-off each final policy makes, where an average over sentences would hide it."""
-    pts = [r for r in rows if r.get("speedup") is not None and r.get("chrF") is not None]
-    if len(pts) < 2:
-        return None
-    n = max(r["streams"] for r in pts)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    for ax, key, label in ((axes[0], "pathological_finals", "pathological finals (count)"),
-                           (axes[1], "chrF", "chrF of finals")):
-        for r in pts:
-            ax.scatter(r["speedup"], r[key], s=36, zorder=3)
-            ax.annotate(r["method"], (r["speedup"], r[key]), fontsize=7,
-                        xytext=(4, 3), textcoords="offset points")
-        ax.axvline(1.0, color="gray", linestyle=":", linewidth=1)
-        ax.set_xlabel("speedup over AR (decode time, same run)")
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylim(bottom=0)
-    axes[1].set_ylabel("chrF of finals (axis not from 0)")
-    fig.suptitle(f"{dataset} en→{lang}: final policies (n = {n} streams per method)")
-    fig.tight_layout()
-    path = out_dir / f"policy_{dataset}_{lang}.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def display_section(records: list[dict], modes: list[str], mask_ks: list[int],
-                    detokenize: Callable | None, out_dir: Path) -> str:
-    """Display policies (``eval/display_eval.py``): one table per mode, flicker vs latency
-    plot; writes ``display.md`` and ``display_summary.json`` into ``out_dir`` and returns
-    the markdown for ``tables.md``. The hook for the harness's ``--display-modes``."""
-    from eval.display_eval import display_report
-
-    return display_report(records, modes, mask_ks, detokenize, out_dir)

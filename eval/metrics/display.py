@@ -34,9 +34,14 @@ wrote the unit before the (proportionally) aligned source word arrived.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from eval.metrics.erasure import erasures, lcp_len
+from app.display import split_units
+from app.prefix import common_prefix, erasures
+from eval.metrics.base import Metric, Score
+from eval.metrics.speed import percentile
 
 
 def arrival_times(reads: Sequence[int], ts: Sequence[float | None],
@@ -64,7 +69,7 @@ def first_display_index(displays: Sequence[Sequence[str]]) -> list[int]:
     first = [len(displays) - 1] * len(final)
     reached = 0  # units of the final already placed
     for i, shown in enumerate(displays):
-        n = lcp_len(shown, final)
+        n = common_prefix(shown, final)
         for j in range(reached, n):
             first[j] = i
         reached = max(reached, n)
@@ -115,6 +120,79 @@ def shown_early(displays: Sequence[Sequence[str]]) -> tuple[int, int]:
     return sum(1 for i in firsts if i < last), len(firsts)
 
 
-def display_signature(unit: str, word_s: float) -> str:
-    return (f"first-display|target:{unit}|align:diagonal|source-time:first-arrival"
-            f"|text-clock:{word_s}s/word|ca:in-order-single-engine")
+@dataclass(frozen=True)
+class DisplayScore(Score):
+    """``score``: mean seconds from a source word to the first display of its translation
+    (arrival clock); the rest is what else a viewer lived through, over the same streams."""
+
+    first_display_s_p50: float | None = None
+    first_display_s_p90: float | None = None
+    first_display_ca_s_mean: float | None = None
+    first_display_ca_s_p90: float | None = None
+    final_latency_ca_s_p50: float | None = None
+    final_latency_ca_s_p95: float | None = None
+    retracted_partial_units: int = 0
+    final_rewrite_units: int = 0
+    final_rewrite_rate: float = 0.0
+    shown_before_final: float | None = None
+
+    def as_row(self) -> dict[str, float | int | None]:
+        """The columns ``eval.display_eval`` writes (``first_display_s_mean`` is ``score``)."""
+        row = {k: v for k, v in vars(self).items() if k not in ("name", "score", "signature",
+                                                                   "note")}
+        return {"first_display_s_mean": self.score, **row}
+
+
+def _compute_s(r: Mapping) -> float:
+    """Seconds update ``r`` took: end to end against a server, else its decode time."""
+    return r.get("e2e_ms", r.get("decode_ms", 0.0)) / 1000
+
+
+class FirstDisplay(Metric):
+    """Display latency and stability of displayed captions, counted in ``unit`` (``word``
+    or ``char``), with ``word_s`` seconds per source word for streams without an audio
+    clock (see the module docstring for every definition)."""
+
+    name = "first-display"
+
+    def __init__(self, unit: str = "word", word_s: float = 0.4) -> None:
+        self.unit = unit
+        self.word_s = word_s
+
+    def signature_fields(self) -> dict[str, object]:
+        return {"target": self.unit, "align": "diagonal", "source-time": "first-arrival",
+                "text-clock": f"{self.word_s}s/word", "ca": "in-order-single-engine"}
+
+    def corpus_score(self, streams: Sequence[Sequence[Mapping]],
+                     displays: Sequence[Sequence[str]]) -> DisplayScore:
+        """``streams``: each stream's update records (``read``, ``t``, ``decode_ms`` or
+        ``e2e_ms``); ``displays``: the text shown at each of its updates."""
+        ideal: list[float] = []
+        ca: list[float] = []
+        final_lat: list[float] = []
+        retracted = rewritten = early = total = final_units = 0
+        for recs, disp in zip(streams, displays, strict=True):
+            reads = [r["read"] for r in recs]
+            arrive = arrival_times(reads, [r.get("t") for r in recs], self.word_s)
+            done = computed_times(arrive, [_compute_s(r) for r in recs])
+            du = [split_units(d, self.unit) for d in disp]  # type: ignore[arg-type]
+            ideal += first_display_delays(du, reads, arrive, arrive)
+            ca += first_display_delays(du, reads, arrive, done)
+            final_lat.append(done[-1] - arrive[-1])
+            retracted += partial_retractions(du)
+            rewritten += final_rewrite(du)
+            e, n = shown_early(du)
+            early += e
+            total += n
+            final_units += len(split_units(recs[-1]["text"], self.unit))  # type: ignore[arg-type]
+        return DisplayScore(
+            self.name, statistics.fmean(ideal) if ideal else None, self.get_signature(),
+            first_display_s_p50=percentile(ideal, 50),
+            first_display_s_p90=percentile(ideal, 90),
+            first_display_ca_s_mean=statistics.fmean(ca) if ca else None,
+            first_display_ca_s_p90=percentile(ca, 90),
+            final_latency_ca_s_p50=percentile(final_lat, 50),
+            final_latency_ca_s_p95=percentile(final_lat, 95),
+            retracted_partial_units=retracted, final_rewrite_units=rewritten,
+            final_rewrite_rate=rewritten / final_units if final_units else 0.0,
+            shown_before_final=early / total if total else None)

@@ -2,25 +2,25 @@
 
 E(i) = |Y(i-1)| - |LCP(Y(i-1), Y(i))| counts the tokens deleted from the end of the
 previous output to reach the next one; NE = sum_i E(i) / |Y(N)| divides by the length of the
-final output. Streams are scored on words (space-delimited scripts) or characters (zh, ja).
-The corpus score sums erasures and final lengths over all streams; the mean of per-stream
-NE is reported too.
+final output. Streams are scored on words (space-delimited scripts) or characters (zh, ja),
+or on a sacrebleu tokenizer's tokens. The corpus score sums erasures and final lengths over
+all streams. The arithmetic itself lives in ``app.prefix`` (the caption client uses it too).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.prefix import common_prefix
+from app.display import split_units
+from app.prefix import normalized_erasure
+from eval.metrics.base import Metric, Score
 
 
 def units(text: str, unit: str) -> list[str]:
     """Split ``text`` into the units NE counts: ``word`` (whitespace), ``char``, or a
     sacrebleu tokenizer name (``13a``, ``zh``, ``ja-mecab``, ``flores101``)."""
-    if unit == "word":
-        return text.split()
-    if unit == "char":
-        return [ch for ch in text if not ch.isspace()]
+    if unit in ("word", "char"):
+        return split_units(text, unit)  # type: ignore[arg-type]
     return _sacrebleu_tokenizer(unit)(text).split()
 
 
@@ -61,34 +61,32 @@ def ne_unit(lang: str) -> str:
     return bleu_tokenizer(lang)
 
 
-lcp_len = common_prefix  # the name the erasure formulas use
+class NormalizedErasure(Metric):
+    """Corpus NE in ``unit``, of the full outputs or of what a display showed.
 
+    ``display`` names the display policy whose outputs are scored (``mask-k``, ``stable``;
+    None: the full outputs) and ``display_k`` its k; they only label the signature (the
+    caller passes the displayed texts), so that two NE numbers are never mixed up.
+    """
 
-def erasures(outputs: Sequence[Sequence[str]]) -> list[int]:
-    """E(i) for i = 1..N-1 over tokenized outputs."""
-    pairs = zip(outputs, outputs[1:], strict=False)
-    return [len(prev) - lcp_len(prev, cur) for prev, cur in pairs]
+    name = "ne"
 
+    def __init__(self, unit: str = "word", display: str | None = None,
+                 display_k: int | None = None) -> None:
+        self.unit = unit
+        self.display = display
+        self.display_k = display_k
 
-def stream_erasure(outputs: Sequence[str], unit: str = "word") -> tuple[int, int]:
-    """(total erasure, final length) of one stream of output strings."""
-    toks = [units(o, unit) for o in outputs]
-    return sum(erasures(toks)), len(toks[-1]) if toks else 0
+    def signature_fields(self) -> dict[str, object]:
+        shown = "full"
+        if self.display is not None:
+            shown = f"display-{self.display}"
+            if self.display_k is not None:
+                shown += f":{self.display_k}"
+        return {"tok": self.unit, "agg": "sum-erasure/sum-final-len", "outputs": shown,
+                "formula": "ssbd-4"}
 
-
-def normalized_erasure(streams: Sequence[Sequence[str]], unit: str = "word") -> float:
-    """Corpus NE: sum of erasures over sum of final lengths."""
-    total = final = 0
-    for outputs in streams:
-        e, n = stream_erasure(outputs, unit)
-        total += e
-        final += n
-    return total / final if final else 0.0
-
-
-normalized_erasure_corpus = normalized_erasure
-
-
-def ne_signature(unit: str, display_k: int | None = None) -> str:
-    shown = "full" if display_k is None else f"display-mask-k:{display_k}"
-    return f"ne|tok:{unit}|agg:sum-erasure/sum-final-len|outputs:{shown}|formula:ssbd-4"
+    def corpus_score(self, streams: Sequence[Sequence[str]]) -> Score:
+        """``streams``: per stream, its output texts in order (the last is the final)."""
+        split = [[units(o, self.unit) for o in outputs] for outputs in streams]
+        return Score(self.name, normalized_erasure(split), self.get_signature())

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from eval.metrics.base import Metric, Score
+from eval.metrics.erasure import units
+
 
 def stable_since(outputs: Sequence[Sequence[str]]) -> list[int]:
     """For each word j of the final output, the index of the update from which the
@@ -55,11 +58,32 @@ def laal(outputs: Sequence[Sequence[str]], read: Sequence[float], source_len: fl
     return total / tau
 
 
-def mean_laal(values: Sequence[float | None]) -> float | None:
-    vals = [v for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else None
+class LAAL(Metric):
+    """Mean LAAL over streams, with target words counted in ``target_unit`` (the NE unit:
+    whitespace words would make a whole zh/ja sentence one word) and delays in source
+    words read (``delay``; the computation-aware variant reads seconds)."""
 
+    name = "laal"
 
-def laal_signature(unit: str = "source-words", target_unit: str = "word") -> str:
-    return (f"laal|delay:{unit}-read-when-word-stabilized|target:{target_unit}"
-            "|rate:max(hyp,ref)|agg:mean-over-streams")
+    def __init__(self, target_unit: str = "word", delay: str = "source-words") -> None:
+        self.target_unit = target_unit
+        self.delay = delay
+
+    def signature_fields(self) -> dict[str, object]:
+        return {"delay": f"{self.delay}-read-when-word-stabilized",
+                "target": self.target_unit, "rate": "max(hyp,ref)",
+                "agg": "mean-over-streams"}
+
+    def corpus_score(self, outputs: Sequence[Sequence[str]], reads: Sequence[Sequence[float]],
+                     references: Sequence[str | None]) -> Score:
+        """Per stream: its output texts, the source read at each, and its reference (None
+        or empty: the output length alone sets the ideal rate). A stream's source length
+        is what its final update read."""
+        values = []
+        for texts, read, ref in zip(outputs, reads, references, strict=True):
+            value = laal([units(t, self.target_unit) for t in texts], read, read[-1],
+                         len(units(ref or "", self.target_unit)) or None)
+            if value is not None:
+                values.append(value)
+        return Score(self.name, sum(values) / len(values) if values else None,
+                     self.get_signature())

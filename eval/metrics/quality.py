@@ -1,10 +1,20 @@
-"""chrF and BLEU of final translations (sacrebleu), with the settings in the signature."""
+"""chrF and BLEU of final translations: sacrebleu's metrics, one reference per sentence.
+
+The wrappers fix what the eval always does (a single reference stream) so the signature
+follows from the constructor's arguments alone; sacrebleu itself learns the number of
+references only by scoring, which used to mean scoring a dummy corpus for a signature.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics.base import Metric as SacreMetric
+from sacrebleu.metrics.base import Signature as SacreSignature
+from sacrebleu.metrics.bleu import BLEU, BLEUSignature
+from sacrebleu.metrics.chrf import CHRF, CHRFSignature
+
+from eval.metrics.base import Metric, Score
 
 
 def bleu_tokenizer(lang: str) -> str:
@@ -20,23 +30,35 @@ def bleu_tokenizer(lang: str) -> str:
     return "13a"
 
 
-def chrf_score(hypotheses: Sequence[str], references: Sequence[str]) -> float:
-    return CHRF().corpus_score(list(hypotheses), [list(references)]).score
+class _OneReference(Metric):
+    """A sacrebleu metric scored against one reference per hypothesis."""
+
+    def __init__(self, metric: SacreMetric, signature_type: type[SacreSignature]) -> None:
+        self._metric = metric
+        self._signature_type = signature_type
+
+    def signature_fields(self) -> dict[str, object]:
+        # sacrebleu's own signature of these settings, with the reference count we fix
+        sig = self._signature_type({**vars(self._metric), "num_refs": 1})
+        return dict(field.split(":", 1) for field in sig.format().split("|"))
+
+    def corpus_score(self, hypotheses: Sequence[str], references: Sequence[str]) -> Score:
+        score = self._metric.corpus_score(list(hypotheses), [list(references)]).score
+        return Score(self.name, score, self.get_signature())
 
 
-def bleu_score(hypotheses: Sequence[str], references: Sequence[str], lang: str) -> float:
-    return BLEU(tokenize=bleu_tokenizer(lang)).corpus_score(
-        list(hypotheses), [list(references)]).score
+class ChrF(_OneReference):
+    name = "chrF"
+
+    def __init__(self, char_order: int = 6, word_order: int = 0) -> None:
+        super().__init__(CHRF(char_order=char_order, word_order=word_order), CHRFSignature)
 
 
-def _signature(metric) -> str:  # noqa: ANN001
-    metric.corpus_score(["a"], [["a"]])  # sacrebleu knows the reference count only after use
-    return str(metric.get_signature())
+class Bleu(_OneReference):
+    """BLEU with the tokenizer for the target language (``bleu_tokenizer``)."""
 
+    name = "BLEU"
 
-def chrf_signature() -> str:
-    return _signature(CHRF())
-
-
-def bleu_signature(lang: str) -> str:
-    return _signature(BLEU(tokenize=bleu_tokenizer(lang)))
+    def __init__(self, lang: str) -> None:
+        self.lang = lang
+        super().__init__(BLEU(tokenize=bleu_tokenizer(lang)), BLEUSignature)

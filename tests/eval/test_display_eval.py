@@ -8,6 +8,7 @@ import json
 import pytest
 
 from eval.display_eval import (
+    display_report,
     main,
     mode_tables,
     parse_modes,
@@ -25,6 +26,7 @@ from eval.metrics.display import (
     shown_early,
     source_word_index,
 )
+from eval.tables import markdown
 
 
 def _stream(sid: str, steps: list[tuple[int, str]], method: str = "ssbd-b0.2",
@@ -108,7 +110,7 @@ def test_summary_rows_and_tables() -> None:
     assert stable["chrF"] == mask["chrF"] and stable["chrF"] is not None
     assert mask["first_display_s_mean"] < stable["first_display_s_mean"]
 
-    text = mode_tables(summary, ["mask-k", "stable"])
+    text = markdown(mode_tables(summary, ["mask-k", "stable"]))
     assert "### Display mode `mask-k`" in text and "### Display mode `stable`" in text
     assert text.count("| flores | de | ssbd-b0.2 |") == 2
 
@@ -141,9 +143,7 @@ def test_cli_reads_gzipped_records(tmp_path) -> None:
     summary = json.loads((tmp_path / "display_summary.json").read_text())
     assert len(summary) == 2 * 3  # two methods x (mask-k 1, mask-k 2, stable)
 
-    from eval.report import display_section  # the harness's hook, same report
-
-    text = display_section(records, ["stable"], [], None, tmp_path / "hook")
+    text = markdown(display_report(records, ["stable"], [], None, tmp_path / "hook"))
     assert "Display mode `stable`" in text and "mask-k" not in text.split("Plots")[0]
     assert (tmp_path / "hook" / "display.md").read_text() == text
 

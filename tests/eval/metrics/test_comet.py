@@ -1,7 +1,8 @@
-from eval.metrics.comet import comet_score
+from eval.metrics.comet import Comet
 
 
 def test_comet_reports_unavailability_instead_of_a_number(tmp_path) -> None:
-    result = comet_score(["a"], ["b"], ["c"], checkpoint=tmp_path / "missing.ckpt")
-    assert result.score is None and not result.computed
-    assert result.reason.startswith("not computed") and "wmt22-comet-da" in result.signature
+    result = Comet(tmp_path / "missing.ckpt").corpus_score(["a"], ["b"], ["c"])
+    assert result.score is None and str(result) == "COMET = -"
+    assert result.note.startswith("not computed")
+    assert str(result.signature) == "COMET|model:Unbabel/wmt22-comet-da|ref:yes"
