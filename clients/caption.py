@@ -29,18 +29,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import websockets
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from app.display import split_units
 from app.engine.draft_stats import DraftStats
+from app.prefix import normalized_erasure
 from app.usage import PlainHelp, UsageError, require_file
 from clients.audio import AudioSource, open_audio
 from clients.urls import default_server, live_url
-from eval.metrics.erasure import normalized_erasure
-from eval.metrics.speed import percentile
 
 
 @dataclass
@@ -83,15 +84,17 @@ class RunStats:
         ]
         streams = [s.displays for s in self.segments.values() if s.displays]
         finals = sum(1 for s in self.segments.values() if s.final_caption_at is not None)
+        p50, p95 = np.percentile(latencies, [50, 95]) if latencies else (None, None)
         accepted = sum(s.accepted for s in self.segments.values())
         output = sum(s.output for s in self.segments.values())
         return {
             "captions": self.captions,
             "finals": finals,
-            "final_to_caption_ms_p50": _round(percentile(latencies, 50)),
-            "final_to_caption_ms_p95": _round(percentile(latencies, 95)),
+            "final_to_caption_ms_p50": _round(p50),
+            "final_to_caption_ms_p95": _round(p95),
             "final_to_caption_ms_max": _round(max(latencies)) if latencies else None,
-            "ne_display": round(normalized_erasure(streams, unit=unit), 3) if streams else None,
+            "ne_display": round(normalized_erasure(
+                [[split_units(d, unit) for d in s] for s in streams]), 3) if streams else None,
             "a_over_o": round(accepted / output, 3) if output else None,
             "errors": len(self.errors),
             "drafts_dropped": _reasons(self.drafts_dropped),

@@ -133,3 +133,11 @@ def test_no_two_modules_import_each_other() -> None:
         if node not in state:
             walk(node, [])
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_the_tools_do_not_import_each_other() -> None:
+    """``clients`` and ``eval`` are sibling tools: what both need lives below them, in
+    ``app`` (e.g. the erasure arithmetic in ``app.prefix``)."""
+    crossing = [f"{module} -> {dep}" for module, deps in _graph().items() for dep in deps
+                if {module.split(".")[0], dep.split(".")[0]} == {"clients", "eval"}]
+    assert not crossing, "tool imports tool:\n" + "\n".join(sorted(crossing))

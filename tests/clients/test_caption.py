@@ -55,3 +55,20 @@ def test_the_tracked_sample_replays_without_any_data_beside_the_repo(live_server
                  "--target-lang", "de"]) == 0
     stats = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert stats["finals"] == 3 and stats["errors"] == 0
+
+
+def test_summary_figures_by_hand() -> None:
+    """NE of the displays (app.prefix) and the final-to-caption percentiles, no server."""
+    stats = RunStats()
+    one = stats.seg(0)
+    one.displays = ["a b", "a c d", "a c d e"]  # erases 1 of 4 final words
+    one.final_sent_at, one.final_caption_at = 1.0, 1.1
+    two = stats.seg(1)
+    two.displays = ["天气", "天空好"]  # erases 1 of 3 final characters
+    two.final_sent_at, two.final_caption_at = 2.0, 2.3
+    words = stats.summary("word")
+    assert words["final_to_caption_ms_p50"] == 200.0
+    assert words["final_to_caption_ms_p95"] == 290.0
+    assert words["ne_display"] == round((1 + 1) / (4 + 1), 3)  # "天空好" is one word
+    assert stats.summary("char")["ne_display"] == round((1 + 1) / (4 + 3), 3)
+    assert RunStats().summary("word")["final_to_caption_ms_p50"] is None
