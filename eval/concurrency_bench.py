@@ -29,12 +29,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import websockets
+from matplotlib.figure import Figure
 
 from app.usage import PlainHelp, add_model_options
 from eval.datasets.asr_partials import read_asr_streams
 from eval.datasets.flores import read_flores
 from eval.datasets.streams import Stream, Update, lag_k_stream
 from eval.metrics.speed import percentile
+from eval.plots import save
+from eval.tables import Table, show
 
 
 @dataclass
@@ -225,11 +228,10 @@ def _line(f: RunFigures) -> str:
             f"steps {f.steps}  errors {f.errors or 0}  lost {f.lost_finals}")
 
 
-def table(results: list[RunFigures]) -> str:
-    """Markdown: per mode and C, parallel 1 against parallel C side by side."""
-    rows = ["| mode | C | wall p1 / pC (s) | updates/s p1 / pC | tok/s p1 / pC | throughput "
-            "ratio | final p50 p1 / pC (ms) | final p99 p1 / pC (ms) |",
-            "|---|---|---|---|---|---|---|---|"]
+def table(results: list[RunFigures]) -> Table:
+    """Per mode and C, parallel 1 against parallel C side by side."""
+    t = Table(["mode", "C", "wall p1 / pC (s)", "updates/s p1 / pC", "tok/s p1 / pC",
+               "throughput ratio", "final p50 p1 / pC (ms)", "final p99 p1 / pC (ms)"])
     by = {(r.mode, r.concurrency, r.parallel): r for r in results}
     for mode in dict.fromkeys(r.mode for r in results):
         for c in sorted({r.concurrency for r in results if r.mode == mode}):
@@ -238,38 +240,38 @@ def table(results: list[RunFigures]) -> str:
                 continue
             b, p = base.summary(), par.summary()
             ratio = p["updates_per_s"] / b["updates_per_s"] if b["updates_per_s"] else 0.0
-            rows.append(
-                f"| {mode} | {c} | {base.wall_s:.1f} / {par.wall_s:.1f} | "
-                f"{b['updates_per_s']:.2f} / {p['updates_per_s']:.2f} | "
-                f"{b['tokens_per_s']:.1f} / {p['tokens_per_s']:.1f} | {ratio:.2f}x | "
-                f"{b['final_p50_ms']} / {p['final_p50_ms']} | "
-                f"{b['final_p99_ms']} / {p['final_p99_ms']} |")
-    return "\n".join(rows)
+            t.add(mode, c, f"{base.wall_s:.1f} / {par.wall_s:.1f}",
+                  f"{b['updates_per_s']:.2f} / {p['updates_per_s']:.2f}",
+                  f"{b['tokens_per_s']:.1f} / {p['tokens_per_s']:.1f}", f"{ratio:.2f}x",
+                  f"{b['final_p50_ms']} / {p['final_p50_ms']}",
+                  f"{b['final_p99_ms']} / {p['final_p99_ms']}")
+    return t
 
 
-def plot(results: list[RunFigures], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(results: list[RunFigures], lang: str, repeats: int) -> Figure:
+    """Updates per second by concurrent streams C, ``--parallel 1`` against ``--parallel
+    C``, one panel per mode; each point is C streams (times ``repeats`` runs, pooled)."""
     modes = list(dict.fromkeys(r.mode for r in results))
-    fig, axes = plt.subplots(1, len(modes), figsize=(5.5 * len(modes), 4), squeeze=False)
-    for ax, mode in zip(axes[0], modes, strict=True):
+    data = {"closed": "FLORES dev, closed loop", "asr": "ASR replay"}
+    fig = Figure(figsize=(5.5 * len(modes), 4.2))
+    axes = fig.subplots(1, len(modes), squeeze=False)[0]
+    for ax, mode in zip(axes, modes, strict=True):
         for label, same in (("--parallel 1", False), ("--parallel C", True)):
             pts = sorted((r.concurrency, r.updates_per_s) for r in results
                          if r.mode == mode and (r.parallel == r.concurrency) == same
                          and (same or r.parallel == 1))
             if pts:
                 ax.plot(*zip(*pts, strict=True), marker="o", label=label)
-        ax.set_title(f"{mode}: updates/s by concurrent streams C")
+        ax.set_title(f"{data.get(mode, mode)} en→{lang}: updates/s by C", fontsize=10)
         ax.set_xlabel("concurrent streams C")
-        ax.set_ylabel("updates per second (axis from 0)")
+        ax.set_ylabel("updates per second")
+        ax.set_xlim(left=0, right=max(r.concurrency for r in results) + 1)
         ax.set_ylim(bottom=0)
-        ax.legend()
+        ax.text(0.99, 0.02, f"n = C streams per point, {repeats} run(s) pooled",
+                transform=ax.transAxes, ha="right", va="bottom", fontsize=8, color="dimgray")
+        ax.legend(loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -312,13 +314,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.cpu_count()} CPUs", flush=True)
     results = run_all(conc, modes, data, args)
     print()
-    print(table(results))
+    show([table(results)])
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "concurrency.json").write_text(
             json.dumps([r.summary() for r in results], indent=1) + "\n")
-        (args.out / "concurrency.md").write_text(table(results) + "\n")
-        plot(results, args.out / "concurrency.png")
+        (args.out / "concurrency.md").write_text(table(results).markdown() + "\n")
+        save(plot(results, args.lang, args.repeats), args.out / "concurrency.png", dpi=120)
         print(f"\nwrote {args.out}/concurrency.json, concurrency.md, concurrency.png")
     lost = sum(r.lost_finals for r in results)
     return 1 if lost else 0

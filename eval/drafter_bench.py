@@ -26,6 +26,7 @@ from app.settings import ModelSettings
 from app.translator import TranslateOptions, translate_update
 from app.usage import PlainHelp, add_model_options
 from eval.datasets.flores import read_flores_pair
+from eval.tables import Table, show
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,18 +77,18 @@ def main(argv: list[str] | None = None) -> int:
                     acc[0] += proposed
                     acc[1] += ok
         ar_ms = totals["ar"]["ms"]
-        print(f"\n## en->{lang}: {len(pairs)} FLORES {args.split} sentences, "
-              f"budget {args.budget} (wall {time.perf_counter() - t0:.0f}s)")
-        print("| method | decode_s | tok/s | speedup | forward passes | identical to ar |"
-              " proposed/accepted by drafter |")
-        print("|---|---|---|---|---|---|---|")
+        t = Table(["method", "decode_s", "tok/s", "speedup", "forward passes",
+                   "identical to ar", "proposed/accepted by drafter"],
+                  title=f"en->{lang}: {len(pairs)} FLORES {args.split} sentences, "
+                        f"budget {args.budget} (wall {time.perf_counter() - t0:.0f}s)")
         for name in names:
-            t = totals[name]
-            per = ", ".join(f"{d}: {a}/{p} ({a / p:.0%})" for d, (p, a) in t["drafters"].items()
-                            if p)
-            print(f"| {name} | {t['ms'] / 1000:.2f} | {t['tokens'] / t['ms'] * 1000:.1f} | "
-                  f"{ar_ms / t['ms']:.3f} | {t['passes']} | {t['same']}/{len(pairs)} | "
-                  f"{per or '-'} |")
+            tot = totals[name]
+            per = ", ".join(f"{d}: {a}/{p} ({a / p:.0%})"
+                            for d, (p, a) in tot["drafters"].items() if p)
+            t.add(name, f"{tot['ms'] / 1000:.2f}", f"{tot['tokens'] / tot['ms'] * 1000:.1f}",
+                  f"{ar_ms / tot['ms']:.3f}", tot["passes"], f"{tot['same']}/{len(pairs)}",
+                  per or "-")
+        show([t])
     return 0
 
 

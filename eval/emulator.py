@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from drafters.chain import DrafterChain
 from drafters.dictionary import DictionaryDrafter
 from drafters.ngram import PromptNgramDrafter
 from eval.datasets.flores import read_flores
+from eval.tables import Table, show
 
 
 @dataclass
@@ -113,9 +115,12 @@ def run_emulation(chain: DrafterChain, targets: list[list[int]], prompts: list[l
 ROW_COST = 0.22
 
 
-def _row(lang: str, label: str, r: EmulationResult, row_cost: float, extra: str = "") -> str:
-    return (f"| {lang} | {label} | {r.speedup:.3f} | {r.cost_speedup(row_cost):.3f} | "
-            f"{r.coverage:.1%} | {r.mal:.2f} | {r.acceptance:.1%} | {extra} |")
+def _row(table: Table, lang: str, label: str, r: EmulationResult, row_cost: float,
+         extra: str = "") -> None:
+    """Add one configuration's row, and say it on stderr (a grid takes a while)."""
+    table.add(lang, label, f"{r.speedup:.3f}", f"{r.cost_speedup(row_cost):.3f}",
+              f"{r.coverage:.1%}", f"{r.mal:.2f}", f"{r.acceptance:.1%}", extra)
+    print(f"  {lang} {label}: speedup {r.speedup:.3f}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     p_mins = [float(x) for x in args.p_mins.split(",")]
     print(f"tokenizer: {vocab.model_name}; budget {args.budget}; references: FLORES "
           f"{args.split}")
-    print("| lang | config | speedup | cost-aware speedup | coverage | MAL | acceptance | notes |")
-    print("|---|---|---|---|---|---|---|---|")
+    table = Table(["lang", "config", "speedup", "cost-aware speedup", "coverage", "MAL",
+                   "acceptance", "notes"])
     for lang in args.langs.split(","):
         refs = read_flores(args.flores_dir, args.split, lang)[: args.limit]
         srcs = read_flores(args.flores_dir, args.split, "en")[: args.limit]
@@ -160,8 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         ngram_only = run_emulation(DrafterChain([PromptNgramDrafter()], adaptive=False,
                                                 budget=args.budget), targets, prompts,
                                    args.budget)
-        print(_row(lang, "prompt n-gram only", ngram_only, cost, f"fertility {fert:.2f}"),
-              flush=True)
+        _row(table, lang, "prompt n-gram only", ngram_only, cost, f"fertility {fert:.2f}")
         grid = list(itertools.product(orders, sizes, p_mins))
         best: tuple[float, str] | None = None
         for order in tqdm(orders, desc=f"{lang} orders", leave=False):
@@ -172,14 +176,15 @@ def main(argv: list[str] | None = None) -> int:
                 r = run_emulation(DrafterChain([dictionary], adaptive=False,
                                                budget=args.budget), targets, prompts,
                                   args.budget)
-                print(_row(lang, label, r, cost, f"{len(dictionary)} entries"), flush=True)
+                _row(table, lang, label, r, cost, f"{len(dictionary)} entries")
                 if best is None or r.cost_speedup(cost) > best[0]:
                     best = (r.cost_speedup(cost), label, dictionary)
         assert best is not None
         hybrid = run_emulation(DrafterChain([best[2], PromptNgramDrafter()], adaptive=False,
                                             budget=args.budget), targets, prompts, args.budget)
-        print(_row(lang, f"hybrid: {best[1]} + n-gram", hybrid, cost,
-                   f"{len(grid)} configs, n-gram extraction {build_s:.0f}s"), flush=True)
+        _row(table, lang, f"hybrid: {best[1]} + n-gram", hybrid, cost,
+             f"{len(grid)} configs, n-gram extraction {build_s:.0f}s")
+    show([table])
     return 0
 
 

@@ -36,6 +36,7 @@ import websockets
 from app.usage import PlainHelp, add_model_options
 from eval.datasets.flores import read_flores
 from eval.datasets.streams import lag_k_stream
+from eval.tables import Table, show
 
 LANGS = ("de", "fr", "ja")
 
@@ -205,18 +206,17 @@ def line(run: Run) -> str:
             f"errors {run.errors}{extra}")
 
 
-def table(runs: list[Run]) -> str:
-    rows = ["| run | languages | sessions | viewers | source updates | ms per update (wall) "
-            "| engine ms per caption | RSS before / after (MB) | errors |",
-            "|---|---|---|---|---|---|---|---|---|"]
+def table(runs: list[Run]) -> Table:
+    t = Table(["run", "languages", "sessions", "viewers", "source updates",
+               "ms per update (wall)", "engine ms per caption", "RSS before / after (MB)",
+               "errors"])
     for r in runs:
         s = r.summary()
         rss = (f"{r.rss_before_mb:.1f} / {r.rss_after_mb:.1f}"
                if r.rss_before_mb is not None and r.rss_after_mb is not None else "")
-        rows.append(f"| {r.name} | {r.langs} | {r.sessions} | {r.viewers} | {r.updates} | "
-                    f"{s['ms_per_update']} | {s['decode_ms_per_caption']} | {rss} | "
-                    f"{r.errors} |")
-    return "\n".join(rows)
+        t.add(r.name, r.langs, r.sessions, r.viewers, r.updates, s["ms_per_update"],
+              s["decode_ms_per_caption"], rss, r.errors)
+    return t
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,12 +256,12 @@ def main(argv: list[str] | None = None) -> int:
         if "fanout" in parts:
             runs += fanout_runs(url + "/v1/live", sentences, ks)
     print()
-    print(table(runs))
+    show([table(runs)])
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "events.json").write_text(
             json.dumps([r.summary() for r in runs], indent=1) + "\n")
-        (args.out / "events.md").write_text(table(runs) + "\n")
+        (args.out / "events.md").write_text(table(runs).markdown() + "\n")
         print(f"\nwrote {args.out}/events.json, events.md")
     return 1 if any(r.errors for r in runs) else 0
 

@@ -10,10 +10,12 @@ from eval.concurrency_bench import (
     _pool,
     asr_streams,
     closed_loop_streams,
+    plot,
     run_all,
     table,
 )
 from eval.datasets.streams import Stream, Update
+from eval.plots import save
 
 
 def test_asr_streams_are_cut_and_end_final() -> None:
@@ -32,8 +34,19 @@ def test_pool_sums_work_and_pools_latencies_and_table_shows_the_ratio() -> None:
     assert (base.wall_s, base.updates, base.final_latency_ms) == (20, 40, [100.0, 300.0])
     fast = RunFigures("closed", 2, 2, wall_s=10, updates=40, output_tokens=400,
                       final_latency_ms=[150.0])
-    text = table([base, fast])
+    text = table([base, fast]).markdown()
     assert "| closed | 2 |" in text and "2.00x" in text
+
+
+def test_plot_marks_points_from_zero_with_the_sample_size(tmp_path) -> None:
+    runs = [RunFigures("closed", c, p, wall_s=10, updates=10 * p, output_tokens=100,
+                       final_latency_ms=[100.0]) for c, p in ((1, 1), (2, 1), (2, 2))]
+    fig = plot(runs, "de", 2)
+    (ax,) = fig.axes
+    assert all(ln.get_marker() == "o" for ln in ax.get_lines())
+    assert ax.get_ylim()[0] == 0 and ax.get_xlim()[0] == 0
+    assert "en→de" in ax.get_title() and any("n = C streams" in t.get_text() for t in ax.texts)
+    assert save(fig, tmp_path / "c.png").stat().st_size > 1000
 
 
 def test_tiny_real_run_of_both_configurations() -> None:
