@@ -30,8 +30,6 @@ from matplotlib.lines import Line2D
 
 from eval.metrics.speed import percentile
 
-NOT_FROM_ZERO = "(axis not from 0)"
-
 
 def save(fig: Figure, path: Path, dpi: int = 110) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)

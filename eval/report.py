@@ -21,8 +21,6 @@ from eval.metrics.quality import Bleu, ChrF
 from eval.metrics.speed import final_caption_ms, speed, speedup
 from eval.tables import Block, Table
 
-Group = tuple[str, str]  # (dataset, lang)
-
 
 def load_records(path: Path) -> list[dict]:
     if not path.exists():

@@ -7,7 +7,7 @@ Both come out in one shape, ``Stream`` of ``Update``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -22,11 +22,6 @@ class Stream:
     id: str
     updates: list[Update]
     reference: str | None = None
-    meta: dict = field(default_factory=dict)
-
-    @property
-    def final_source(self) -> str:
-        return self.updates[-1].source
 
 
 def lag_k_stream(sentence: str, k: int = 3) -> list[Update]:
