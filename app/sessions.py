@@ -97,7 +97,6 @@ class Session:
     """
 
     session_id: str
-    owner: str | None = None  # API key (hashed) that created it; others cannot see it
     previous_tokens: list[int] = field(default_factory=list)  # the next update's draft
     previous_agreed: int = 0  # leading draft tokens the two latest outputs agreed on
     revision: int = 0  # revision of the current segment's latest translation
@@ -231,7 +230,7 @@ class SessionStore:
             if session is None:
                 while len(self._sessions) >= self.max_sessions:
                     self._evict_one_idle()
-                session = Session(session_id=sid, owner=owner)
+                session = Session(session_id=sid)
                 self._sessions[key] = session
             elif session.busy:
                 raise SessionBusyError(

@@ -117,9 +117,6 @@ class SegmentQueue:
         update, self.partial = self.partial, None
         return update
 
-    def empty(self) -> bool:
-        return not self.finals and self.partial is None
-
 
 _SNIFF_SEGMENT = re.compile(r'"segment"\s*:\s*(\d{1,16})\s*[,}]')
 _SNIFF_FINAL = re.compile(r'"type"\s*:\s*"final"')
