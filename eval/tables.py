@@ -42,7 +42,7 @@ class Table:
     def rich(self) -> RichTable:
         table = RichTable(title=Text(self.title) if self.title else None, title_justify="left")
         for h in self.headers:
-            table.add_column(h, overflow="fold")
+            table.add_column(h, overflow="fold")  # a narrow terminal folds, never crops
         for row in self.rows:
             table.add_row(*(Text(c) for c in row))  # cells are text, never rich markup
         return table
