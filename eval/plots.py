@@ -165,7 +165,9 @@ def time_per_update(rows: Sequence[dict], records: Sequence[dict], dataset: str,
         ax.annotate(f"{a + b:.0f}", (i, a + b), fontsize=7, ha="center", xytext=(0, 2),
                     textcoords="offset points")
     ax.set_ylabel("ms per update")
-    ax.set_xlabel(f"method ({min(updates)}-{max(updates)} updates each)")
+    span = str(min(updates)) if min(updates) == max(updates) else \
+        f"{min(updates)}-{max(updates)}"
+    ax.set_xlabel(f"method ({span} updates each)")
     ax.set_ylim(bottom=0, top=max([1.0, *p95, *(a + b for a, b in zip(first, rest,
                                                                      strict=True))]) * 1.45)
     ax.legend(fontsize=7, loc="upper left", ncol=2)
