@@ -31,8 +31,9 @@ from tqdm import tqdm
 
 from app.usage import PlainHelp, add_model_options
 from eval.datasets.acl6060 import read_acl_pair
+from eval.datasets.aligned import DatasetNotFoundError
 from eval.datasets.asr_partials import read_asr_streams
-from eval.datasets.flores import DatasetNotFoundError, read_flores, read_flores_pair
+from eval.datasets.flores import read_flores, read_flores_pair
 from eval.datasets.streams import Stream, lag_k_stream
 from eval.display_eval import display_report, parse_modes
 from eval.methods import Method, parse_methods, run_stream

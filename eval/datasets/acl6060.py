@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.datasets.flores import DatasetNotFoundError
+from eval.datasets.aligned import DatasetNotFoundError, aligned_pairs, read_segments
 
 SOURCE_HINT = (
     "ACL 60/60 comes from the IWSLT 2023 release (ACL Anthology 2023.iwslt-1.2 dataset); "
@@ -15,14 +15,9 @@ SOURCE_HINT = (
 def read_acl(root: Path | None, split: str, lang: str) -> list[str]:
     if root is None:
         raise DatasetNotFoundError(f"no ACL 60/60 folder given. {SOURCE_HINT}")
-    path = Path(root) / split / f"{lang}.txt"
-    if not path.is_file():
-        raise DatasetNotFoundError(f"ACL 60/60 file not found: {path}. {SOURCE_HINT}")
-    return path.read_text(encoding="utf-8").rstrip("\n").split("\n")
+    return read_segments(Path(root) / split / f"{lang}.txt", "ACL 60/60", SOURCE_HINT)
 
 
 def read_acl_pair(root: Path, split: str, src: str, tgt: str) -> list[tuple[str, str]]:
-    sources, refs = read_acl(root, split, src), read_acl(root, split, tgt)
-    if len(sources) != len(refs):
-        raise ValueError(f"ACL 60/60 {src}/{tgt}: {len(sources)} vs {len(refs)} lines")
-    return list(zip(sources, refs, strict=True))
+    return aligned_pairs(read_acl(root, split, src), read_acl(root, split, tgt),
+                         f"ACL 60/60 {src}/{tgt}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from eval.datasets.flores import DatasetNotFoundError
+from eval.datasets.aligned import DatasetNotFoundError
 from eval.datasets.streams import Stream, Update
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from eval.datasets.aligned import DatasetNotFoundError, aligned_pairs, read_segments
+
 ISO_TO_FLORES = {
     "en": "eng_Latn", "de": "deu_Latn", "zh": "zho_Hans", "ja": "jpn_Jpan", "uk": "ukr_Cyrl",
     "fr": "fra_Latn", "es": "spa_Latn", "it": "ita_Latn", "pt": "por_Latn", "ru": "rus_Cyrl",
@@ -17,10 +19,6 @@ SOURCE_HINT = (
     "FLORES-200 comes from the facebookresearch/flores repository (flores200_dataset.tar.gz); "
     "pass the folder that holds dev/ and devtest/ with --flores-dir"
 )
-
-
-class DatasetNotFoundError(FileNotFoundError):
-    """A dataset file is missing; the message says where it was looked for."""
 
 
 def flores_code(lang: str) -> str:
@@ -34,15 +32,10 @@ def flores_path(root: Path | None, split: str, lang: str) -> Path:
 
 
 def read_flores(root: Path, split: str, lang: str) -> list[str]:
-    path = flores_path(root, split, lang)
-    if not path.is_file():
-        raise DatasetNotFoundError(f"FLORES file not found: {path}. {SOURCE_HINT}")
-    return path.read_text(encoding="utf-8").rstrip("\n").split("\n")
+    return read_segments(flores_path(root, split, lang), "FLORES", SOURCE_HINT)
 
 
 def read_flores_pair(root: Path, split: str, src: str, tgt: str) -> list[tuple[str, str]]:
     """Aligned (source, reference) sentence pairs."""
-    sources, refs = read_flores(root, split, src), read_flores(root, split, tgt)
-    if len(sources) != len(refs):
-        raise ValueError(f"FLORES {src}/{tgt} {split}: {len(sources)} vs {len(refs)} lines")
-    return list(zip(sources, refs, strict=True))
+    return aligned_pairs(read_flores(root, split, src), read_flores(root, split, tgt),
+                         f"FLORES {src}/{tgt} {split}")

@@ -3,8 +3,9 @@ import json
 import pytest
 
 from eval.datasets.acl6060 import read_acl_pair
+from eval.datasets.aligned import DatasetNotFoundError
 from eval.datasets.asr_partials import read_asr_streams
-from eval.datasets.flores import DatasetNotFoundError, read_flores_pair
+from eval.datasets.flores import read_flores_pair
 from eval.datasets.streams import lag_k_stream
 
 
