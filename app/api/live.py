@@ -53,7 +53,7 @@ from app.api.live_messages import (
     segment_of,
 )
 from app.api.origins import origin_allowed
-from app.api.rooms import Room, RoomTakenError, registry_of
+from app.api.rooms import Room, RoomTakenError
 from app.api.state import ServerState
 from app.display import DisplayPolicy, Translation, display_policy, display_unit
 from app.engine.engine import GenerationResult
@@ -202,7 +202,7 @@ class LiveConnection:
     def end_room(self) -> None:
         """The talk is over (``done`` sent, or the speaker left): viewers get ``ended``."""
         if self.room is not None:
-            registry_of(self.state).release(self.room, self)
+            self.state.rooms.release(self.room, self)
             self.room = None
 
     def release_sessions(self) -> None:
@@ -320,7 +320,7 @@ class LiveConnection:
             bias_scope=start.bias_scope, final_beta=start.final_beta,
             draft_guard=start.draft_guard, final_retry=start.final_retry,
         ) for target in targets}
-        registry = registry_of(self.state)
+        registry = self.state.rooms
         room = None
         if start.room is not None:
             try:

@@ -43,11 +43,9 @@ class LiveLimits:
 
 
 def limits_of(state: Any) -> LiveLimits:
-    """The limits in force for a server: an explicit ``state.live_limits`` (tests), else
-    the settings'."""
-    explicit = getattr(state, "live_limits", None)
-    return explicit if isinstance(explicit, LiveLimits) else LiveLimits.from_settings(
-        state.settings)
+    """The limits in force for a server: its explicit ``live_limits`` (tests), else the
+    settings'."""
+    return state.live_limits or LiveLimits.from_settings(state.settings)
 
 
 def admission_refusal(open_owners: list[str | None], owner: str | None,

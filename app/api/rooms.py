@@ -280,16 +280,3 @@ class RoomRegistry:
         if self.on_viewers is not None:
             self.on_viewers(self.viewers)
 
-
-def registry_of(state: Any) -> RoomRegistry:
-    """The server's ``RoomRegistry``, made on first use from its API keys and metrics."""
-    registry = getattr(state, "rooms", None)
-    if not isinstance(registry, RoomRegistry):
-        metrics = state.metrics
-        registry = RoomRegistry(
-            state.auth.api_keys,
-            on_drop=lambda n: metrics.viewer_frames_dropped.inc(n),
-            on_viewers=lambda n: metrics.live_viewers.set(n),
-        )
-        state.rooms = registry
-    return registry

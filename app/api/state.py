@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from app.api.auth import Auth
+from app.api.live_limits import LiveLimits
 from app.api.metrics import Metrics
+from app.api.rooms import RoomRegistry
 from app.engine.worker import EngineWorker
 from app.sessions import SessionStore
 from app.settings import Settings
@@ -27,6 +29,17 @@ class ServerState:
     auth: Auth = field(default_factory=Auth)
     shutting_down: bool = False
     live_connections: set = field(default_factory=set)
+    # limits for /v1/live other than the settings' (tests); None: the settings' own
+    live_limits: LiveLimits | None = None
+    rooms: RoomRegistry = field(init=False)
+
+    def __post_init__(self) -> None:
+        metrics = self.metrics
+        self.rooms = RoomRegistry(
+            self.auth.api_keys,
+            on_drop=lambda n: metrics.viewer_frames_dropped.inc(n),
+            on_viewers=lambda n: metrics.live_viewers.set(n),
+        )
 
     def begin_shutdown(self) -> None:
         """Stop taking work; live connections flush their finals, say 'done' and close."""

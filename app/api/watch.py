@@ -33,7 +33,6 @@ from app.api.rooms import (
     ROOM_MAX_CHARS,
     TooManyViewersError,
     Viewer,
-    registry_of,
     valid_room,
 )
 from app.api.state import ServerState
@@ -103,7 +102,7 @@ async def watch(ws: WebSocket) -> None:
         await _refuse(ws, CLOSE_POLICY, "unsupported_language",
                       f"lang: unsupported language '{safe_echo(lang_param, 16)}'")
         return
-    registry = registry_of(state)
+    registry = state.rooms
     if not registry.token_ok(room, token):
         await _refuse(ws, CLOSE_POLICY, "invalid_token",
                       "this room needs its viewer token (token=...), given to the speaker "
