@@ -13,9 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
+
+MAX_UNBROKEN = 18  # widest word kept on one line in a terminal table ("ssbd-b0.2+agreed")
+LABEL_COLUMNS = 2  # the leading columns that name a row (dataset, method)
 
 
 @dataclass
@@ -39,10 +43,48 @@ class Table:
         lines += ["| " + " | ".join(row) + " |" for row in self.rows]
         return "\n".join(lines)
 
-    def rich(self) -> RichTable:
-        table = RichTable(title=Text(self.title) if self.title else None, title_justify="left")
-        for h in self.headers:
-            table.add_column(h, overflow="fold")  # a narrow terminal folds, never crops
+    def rich(self, width: int | None = None) -> RichTable:
+        """The rich table for a terminal ``width`` columns wide (None: any width).
+
+        Words stay whole (``ssbd-b0.2+agreed`` is not split). A table too wide for that is
+        shown turned: one column per row, one line per header, as a terminal reads a wide
+        record best; if even that does not fit, the original folds its cells.
+        """
+        if width is None or self._min_width() <= width:
+            return self._rich(keep_words=True)
+        turned = self.turned()
+        if turned._min_width() <= width:
+            return turned._rich(keep_words=True)
+        return self._rich(keep_words=False)
+
+    def turned(self) -> Table:
+        """Rows become columns, named by their label cells; headers become the first column."""
+        n = min(LABEL_COLUMNS, len(self.headers) - 1)
+        names = [" ".join(row[:n]) for row in self.rows]
+        table = Table([" / ".join(self.headers[:n]), *names], title=self.title)
+        for i, header in enumerate(self.headers[n:], start=n):
+            table.add(header, *(row[i] for row in self.rows))
+        return table
+
+    def _word_widths(self) -> list[int]:
+        """Each column's longest word (header included), up to ``MAX_UNBROKEN``."""
+        widths = []
+        for i, h in enumerate(self.headers):
+            words = [w for cell in [h, *(row[i] for row in self.rows)] for w in cell.split()]
+            widths.append(min(max((len(w) for w in words), default=1), MAX_UNBROKEN))
+        return widths
+
+    def _min_width(self) -> int:
+        """Terminal columns needed with every word whole (rich pads each column by 2 and
+        the table's edges by 1)."""
+        return sum(self._word_widths()) + 2 * len(self.headers) + 2
+
+    def _rich(self, keep_words: bool) -> RichTable:
+        # light rules: a terminal table is mostly its cells
+        table = RichTable(title=Text(self.title) if self.title else None, title_justify="left",
+                          box=box.SIMPLE_HEAD)
+        for h, longest in zip(self.headers, self._word_widths(), strict=True):
+            table.add_column(h, overflow="fold", min_width=longest if keep_words else None)
         for row in self.rows:
             table.add_row(*(Text(c) for c in row))  # cells are text, never rich markup
         return table
@@ -65,4 +107,4 @@ def show(blocks: Sequence[Block], file: TextIO | None = None) -> None:
         return
     console = Console(file=out, soft_wrap=False)
     for b in blocks:
-        console.print(b.rich() if isinstance(b, Table) else Text(b))
+        console.print(b.rich(console.width) if isinstance(b, Table) else Text(b))
