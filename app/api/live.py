@@ -132,6 +132,17 @@ def sniff_segment(raw: str) -> tuple[int | None, bool]:
     return segment, bool(_SNIFF_FINAL.search(raw))
 
 
+def _settle_translator(task: asyncio.Task) -> None:
+    """Read the outcome of a translator whose client left first: a send to the gone client
+    (``ConnectionGone``) is how a client leaving looks; anything else is a bug to log.
+    Unread, asyncio would log "Task exception was never retrieved" with a traceback."""
+    if task.cancelled():
+        return
+    crash = task.exception()
+    if crash is not None and not isinstance(crash, ConnectionGone):
+        log_unexpected(log, crash, "live translator")
+
+
 class LiveConnection:
     def __init__(self, ws: WebSocket, state: ServerState, owner: str | None,
                  limits: LiveLimits | None = None) -> None:
@@ -217,6 +228,7 @@ class LiveConnection:
         # fair share in the engine: this connection's work is one client's (tasks inherit it)
         client_identity.set(f"live:{id(self):x}")
         worker = asyncio.create_task(self.process())
+        settled = False  # the translator's outcome read (else it is read when it ends)
         try:
             while not worker.done():
                 await self.wait_for_room(worker)
@@ -233,7 +245,7 @@ class LiveConnection:
                 if message["type"] == "websocket.disconnect":
                     return
                 await self.handle_message(message)
-            crash = worker.exception()
+            crash, settled = worker.exception(), True
             if isinstance(crash, ConnectionGone):
                 return
             if crash is not None:
@@ -247,6 +259,8 @@ class LiveConnection:
         finally:
             if not worker.done():
                 worker.cancel()
+            if not settled:
+                worker.add_done_callback(_settle_translator)
 
     async def wait_for_room(self, worker: asyncio.Task) -> None:
         """Backpressure: while ``max_pending_finals`` finals wait, stop reading (the client's

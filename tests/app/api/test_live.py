@@ -618,3 +618,30 @@ def test_display_mode_stable_never_retracts_a_shown_word_within_a_segment(
             assert shown[0] == []  # the first output has nothing to agree with
             for before, after in zip(shown, shown[1:], strict=False):
                 assert after[: len(before)] == before  # nothing shown is taken back
+
+
+def test_a_client_leaving_before_done_leaves_no_unretrieved_task_error(live_server,
+                                                                          caplog) -> None:
+    """A caption client that sends 'stop' and closes without reading 'done' is a normal
+    way to leave: the server's translator task must not end in an unhandled exception
+    (asyncio's "Task exception was never retrieved" with a traceback in the log)."""
+    import gc
+    import logging
+    import time
+
+    async def main() -> None:
+        async with websockets.connect(_ws_url(live_server), max_size=None) as ws:
+            await ws.send(json.dumps({"type": "start", "target_lang": "de"}))
+            assert json.loads(await ws.recv())["type"] == "ready"
+            await ws.send(json.dumps({"type": "final", "segment": 0, "text": "Hello."}))
+            while not json.loads(await ws.recv()).get("final"):
+                pass
+            await ws.send(json.dumps({"type": "stop"}))
+
+    with caplog.at_level(logging.ERROR):
+        for _ in range(3):
+            asyncio.run(main())
+        time.sleep(0.5)
+        gc.collect()
+        time.sleep(0.2)
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
