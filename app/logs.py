@@ -1,9 +1,10 @@
 """Log setup: one format for the server's and uvicorn's lines, text or JSON.
 
-Each HTTP request is logged once (the server's access line; uvicorn's own access log is
-off), and every line logged while a request is handled carries its request id (set by
-``asgi_correlation_id``'s middleware, attached to records by its ``CorrelationIdFilter``),
-so a log shipper can join them (``--log-format json``: one JSON object per line).
+Each HTTP request and each WebSocket connection is logged once (the server's access line;
+uvicorn's own access log is off and its WebSocket lines are dropped), and every line logged
+while a request is handled carries its request id (set by ``asgi_correlation_id``'s
+middleware, attached to records by its ``CorrelationIdFilter``), so a log shipper can join
+them (``--log-format json``: one JSON object per line).
 """
 
 from __future__ import annotations
@@ -36,6 +37,19 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+# uvicorn's and the websockets library's own lines about a WebSocket (their templates);
+# app.api.ws_access_log writes one line per connection instead
+_WEBSOCKET_LINES = ('%s - "WebSocket %s" [accepted]', '%s - "WebSocket %s" 403',
+                    '%s - "WebSocket %s" %d', "connection open", "connection closed")
+
+
+class WebSocketLinesFilter(logging.Filter):
+    """Drops uvicorn's WebSocket lines (the server writes its own access line)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg not in _WEBSOCKET_LINES
+
+
 def configure_logging(level: str, fmt: str = "text") -> None:
     """Root logging for ``livetrans serve`` (uvicorn's loggers propagate to it)."""
     handler = logging.StreamHandler()
@@ -50,3 +64,6 @@ def configure_logging(level: str, fmt: str = "text") -> None:
         logger = logging.getLogger(name)
         logger.handlers.clear()
         logger.propagate = True
+    uvicorn_error = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, WebSocketLinesFilter) for f in uvicorn_error.filters):
+        uvicorn_error.addFilter(WebSocketLinesFilter())

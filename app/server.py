@@ -28,6 +28,7 @@ from app.api.origins import cors_options
 from app.api.redaction import install_log_redaction, new_request_id, valid_request_id
 from app.api.route_labels import label_routes, route_label
 from app.api.state import ServerState
+from app.api.ws_access_log import WebSocketAccessLog
 from app.engine.engine import Engine
 from app.engine.scheduler import PRIORITY_NAMES, SchedulerConfig
 from app.engine.worker import EngineWorker, client_identity
@@ -128,6 +129,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
                  route, response.status_code, elapsed * 1000)
         return response
 
+    app.add_middleware(WebSocketAccessLog, label=lambda scope: route_label(labelled, scope))
     # outermost: every answer, a 401 included, carries the id its log line names
     app.add_middleware(CorrelationIdMiddleware, validator=valid_request_id,
                        generator=new_request_id)

@@ -39,3 +39,17 @@ def test_version_flag(capsys) -> None:
     with pytest.raises(SystemExit) as done:
         main(["--version"])
     assert done.value.code == 0 and capsys.readouterr().out.startswith("livetrans ")
+
+
+def test_uvicorns_websocket_lines_are_dropped_for_the_servers_own() -> None:
+    from app.logs import WebSocketLinesFilter
+
+    keep = WebSocketLinesFilter().filter
+
+    def record(msg: str, *args: object) -> logging.LogRecord:
+        return logging.LogRecord("uvicorn.error", logging.INFO, __file__, 1, msg, args, None)
+
+    assert not keep(record('%s - "WebSocket %s" [accepted]', "1.2.3.4:5", "/v1/live"))
+    assert not keep(record("connection open"))
+    assert not keep(record("connection closed"))
+    assert keep(record("Started server process [%d]", 1))
