@@ -30,6 +30,15 @@ def _stream_events(shared_data, n: int = 2) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()[:n]]
 
 
+async def _replay(ws, utterances: list[dict]) -> None:
+    """Send each utterance's ASR events as one segment, 20 ms apart, then 'stop'."""
+    for seg, utt in enumerate(utterances):
+        for ev in utt["events"]:
+            await ws.send(json.dumps({"type": ev["type"], "segment": seg, "text": ev["text"]}))
+            await asyncio.sleep(0.02)
+    await ws.send(json.dumps({"type": "stop"}))
+
+
 def test_replayed_asr_stream_gives_ordered_captions_and_one_final_each(live_server,
                                                                         shared_data) -> None:
     utterances = _stream_events(shared_data, 2)
@@ -38,12 +47,7 @@ def test_replayed_asr_stream_gives_ordered_captions_and_one_final_each(live_serv
         async with websockets.connect(_ws_url(live_server), max_size=None) as ws:
             await ws.send(json.dumps({"type": "start", "target_lang": "de"}))
             assert json.loads(await ws.recv())["type"] == "ready"
-            for seg, utt in enumerate(utterances):
-                for ev in utt["events"]:
-                    await ws.send(json.dumps({"type": ev["type"], "segment": seg,
-                                              "text": ev["text"]}))
-                    await asyncio.sleep(0.02)
-            await ws.send(json.dumps({"type": "stop"}))
+            await _replay(ws, utterances)
             return await _collect_until_done(ws)
 
     msgs = asyncio.run(main())
@@ -489,12 +493,7 @@ def test_target_langs_fan_out_with_one_final_per_language(live_server, shared_da
         async with websockets.connect(_ws_url(live_server), max_size=None) as ws:
             await ws.send(json.dumps({"type": "start", "target_langs": ["de", "ja"]}))
             ready = json.loads(await ws.recv())
-            for seg, utt in enumerate(utterances):
-                for ev in utt["events"]:
-                    await ws.send(json.dumps({"type": ev["type"], "segment": seg,
-                                              "text": ev["text"]}))
-                    await asyncio.sleep(0.02)
-            await ws.send(json.dumps({"type": "stop"}))
+            await _replay(ws, utterances)
             return ready, await _collect_until_done(ws)
 
     ready, msgs = asyncio.run(main())
