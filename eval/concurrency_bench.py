@@ -37,7 +37,7 @@ from eval.datasets.flores import read_flores
 from eval.datasets.streams import Stream, Update, lag_k_stream
 from eval.metrics.speed import percentile
 from eval.plots import save
-from eval.tables import Table, show
+from eval.tables import Table, show, write_results
 
 
 @dataclass
@@ -316,10 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     show([table(results)])
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "concurrency.json").write_text(
-            json.dumps([r.summary() for r in results], indent=1) + "\n")
-        (args.out / "concurrency.md").write_text(table(results).markdown() + "\n")
+        write_results(args.out, "concurrency", [r.summary() for r in results], table(results))
         save(plot(results, args.lang, args.repeats), args.out / "concurrency.png", dpi=120)
         print(f"\nwrote {args.out}/concurrency.json, concurrency.md, concurrency.png")
     lost = sum(r.lost_finals for r in results)

@@ -36,7 +36,7 @@ import websockets
 from app.usage import PlainHelp, add_model_options
 from eval.datasets.flores import read_flores
 from eval.datasets.streams import lag_k_stream
-from eval.tables import Table, show
+from eval.tables import Table, show, write_results
 
 LANGS = ("de", "fr", "ja")
 
@@ -258,10 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     show([table(runs)])
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "events.json").write_text(
-            json.dumps([r.summary() for r in runs], indent=1) + "\n")
-        (args.out / "events.md").write_text(table(runs).markdown() + "\n")
+        write_results(args.out, "events", [r.summary() for r in runs], table(runs))
         print(f"\nwrote {args.out}/events.json, events.md")
     return 1 if any(r.errors for r in runs) else 0
 

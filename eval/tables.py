@@ -8,9 +8,11 @@ keeps them from drifting apart.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TextIO
 
 from rich import box
@@ -108,3 +110,13 @@ def show(blocks: Sequence[Block], file: TextIO | None = None) -> None:
     console = Console(file=out, soft_wrap=False)
     for b in blocks:
         console.print(b.rich(console.width) if isinstance(b, Table) else Text(b))
+
+
+def write_results(out: Path, stem: str, summaries: list[dict], table: Table) -> list[Path]:
+    """A bench's results as ``<stem>.json`` (one summary per run) and ``<stem>.md`` (its
+    table), in ``out`` (made if missing); returns the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    data, text = out / f"{stem}.json", out / f"{stem}.md"
+    data.write_text(json.dumps(summaries, indent=1) + "\n")
+    text.write_text(table.markdown() + "\n")
+    return [data, text]

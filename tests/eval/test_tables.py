@@ -72,3 +72,16 @@ def test_a_table_that_fits_keeps_its_words_whole() -> None:
     narrow = Table(["method", "chrF"])
     narrow.add("ssbd-b0.2+agreed", "55.3")
     assert any("ssbd-b0.2+agreed" in line for line in _rendered(narrow, 30))
+
+
+def test_write_results_writes_the_summaries_and_the_table(tmp_path) -> None:
+    import json
+
+    from eval.tables import write_results
+
+    t = Table(["method", "chrF"])
+    t.add("ar", "55.1")
+    paths = write_results(tmp_path / "new", "bench", [{"method": "ar", "chrf": 55.1}], t)
+    assert [p.name for p in paths] == ["bench.json", "bench.md"]
+    assert json.loads(paths[0].read_text()) == [{"method": "ar", "chrf": 55.1}]
+    assert paths[1].read_text() == t.markdown() + "\n"
