@@ -27,11 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import threading
 import time
-from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -46,12 +43,13 @@ from app.api.live_limits import (
     limits_of,
 )
 from app.api.live_messages import (
-    MAX_SEGMENT,
     Refusal,
     parse_start_targets,
     parse_text,
     segment_of,
+    sniff_segment,
 )
+from app.api.live_queue import SegmentQueue, Update
 from app.api.origins import origin_allowed
 from app.api.rooms import Room, RoomTakenError
 from app.api.state import ServerState
@@ -78,58 +76,6 @@ MAX_POLICIES = 64  # display policies kept per connection ((segment, language) p
 
 class ConnectionGone(Exception):
     """The client is gone (or the socket already closed): nothing more can be sent."""
-
-
-@dataclass
-class Update:
-    segment: int
-    text: str
-    final: bool
-    received: float = field(default_factory=time.perf_counter)
-
-
-class SegmentQueue:
-    """Pending work of one connection: ordered finals plus at most one newest partial."""
-
-    def __init__(self) -> None:
-        self.finals: deque[Update] = deque()
-        self.partial: Update | None = None
-        self.coalesced = 0
-        self.changed = asyncio.Event()
-        self.room = asyncio.Event()  # set whenever a final leaves the queue
-
-    def put(self, update: Update) -> None:
-        if update.final:
-            self.finals.append(update)
-            if self.partial is not None and self.partial.segment <= update.segment:
-                self.partial = None  # the final supersedes its segment's partial
-                self.coalesced += 1
-        else:
-            if self.partial is not None:
-                self.coalesced += 1
-            self.partial = update
-        self.changed.set()
-
-    def take(self) -> Update | None:
-        if self.finals:
-            self.room.set()
-            return self.finals.popleft()
-        update, self.partial = self.partial, None
-        return update
-
-
-_SNIFF_SEGMENT = re.compile(r'"segment"\s*:\s*(\d{1,16})\s*[,}]')
-_SNIFF_FINAL = re.compile(r'"type"\s*:\s*"final"')
-
-
-def sniff_segment(raw: str) -> tuple[int | None, bool]:
-    """Best-effort (segment, is_final) of a frame too large to parse, so that its refusal
-    can still name the segment a client is waiting on."""
-    m = _SNIFF_SEGMENT.search(raw)
-    segment = int(m.group(1)) if m else None
-    if segment is not None and segment > MAX_SEGMENT:
-        segment = None
-    return segment, bool(_SNIFF_FINAL.search(raw))
 
 
 def _settle_translator(task: asyncio.Task) -> None:

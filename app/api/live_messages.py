@@ -9,6 +9,7 @@ messages, which segment it concerns.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -143,3 +144,17 @@ def parse_text(msg: dict[str, Any], max_chars: int) -> TextMessage:
         raise Refusal("invalid_text", "text holds a lone UTF-16 surrogate (not Unicode text)",
                       "text")
     return m
+
+
+_SNIFF_SEGMENT = re.compile(r'"segment"\s*:\s*(\d{1,16})\s*[,}]')
+_SNIFF_FINAL = re.compile(r'"type"\s*:\s*"final"')
+
+
+def sniff_segment(raw: str) -> tuple[int | None, bool]:
+    """Best-effort (segment, is_final) of a frame too large to parse, so that its refusal
+    can still name the segment a client is waiting on."""
+    m = _SNIFF_SEGMENT.search(raw)
+    segment = int(m.group(1)) if m else None
+    if segment is not None and segment > MAX_SEGMENT:
+        segment = None
+    return segment, bool(_SNIFF_FINAL.search(raw))

@@ -10,10 +10,9 @@ import pytest
 
 from app.api.affinity import check_session_affinity
 from app.api.errors import APIError
-from app.api.live import sniff_segment
 from app.api.live_frames import FrameError, encode_frame, log_unexpected, parse_frame, safe_echo
 from app.api.live_limits import LiveLimits, admission_refusal, limits_of
-from app.api.live_messages import Refusal, parse_start, parse_text, segment_of
+from app.api.live_messages import Refusal, parse_start, parse_text, segment_of, sniff_segment
 
 
 def test_safe_echo_escapes_surrogates_and_controls_and_cuts() -> None:
