@@ -217,7 +217,8 @@ def _version() -> str:
 def _main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="livetrans", description=__doc__,
                                      formatter_class=PlainHelp)
-    parser.add_argument("--version", action="version", version=f"livetrans {_version()}")
+    parser.add_argument("--version", action="version", version=f"livetrans {_version()}",
+                        help="print the installed livetrans version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="start the OpenAI-compatible server",
                            formatter_class=PlainHelp)

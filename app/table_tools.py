@@ -29,15 +29,24 @@ def build_dict_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans build-dict", description=BUILD_DICT_HELP,
                                  formatter_class=PlainHelp)
     ap.add_argument("--corpus", type=Path, required=True, help="monolingual text, a line each")
-    ap.add_argument("--lang", required=True)
+    ap.add_argument("--lang", required=True,
+                    help="language of the corpus, ISO 639-1 (e.g. de; zh and ja are "
+                         "segmented into words)")
     add_model_options(ap, threads=False)
-    ap.add_argument("--orders", choices=sorted(ORDERS), default="n123")
-    ap.add_argument("--size", type=int, default=200_000)
+    ap.add_argument("--orders", choices=sorted(ORDERS), default="n123",
+                    help="word n-grams counted: n1 words, n12 up to bigrams, n123 up to "
+                         "trigrams")
+    ap.add_argument("--size", type=int, default=200_000,
+                    help="token prefixes kept, the most frequent first")
     ap.add_argument("--p-min", type=float, default=0.2,
-                    help="0.2 emulated best on FLORES dev for de, zh, ja, uk")
-    ap.add_argument("--min-count", type=int, default=1)
-    ap.add_argument("--max-lines", type=int, default=None)
-    ap.add_argument("--out", type=Path, required=True)
+                    help="least probability of a prefix's continuation for it to be kept "
+                         "(0.2 emulated best on FLORES dev for de, zh, ja, uk)")
+    ap.add_argument("--min-count", type=int, default=1,
+                    help="n-grams seen fewer times in the corpus are dropped")
+    ap.add_argument("--max-lines", type=int, default=None,
+                    help="read at most this many corpus lines (default: all)")
+    ap.add_argument("--out", type=Path, required=True,
+                    help="dictionary file to write (serve reads <dict-dir>/<lang>.dict)")
     args = ap.parse_args(argv)
     vocab = load_vocab(args.model)
     drafter, header = build_dictionary(args.corpus, args.lang, vocab, args.orders, args.size,
@@ -55,11 +64,15 @@ def build_trigram_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans build-trigram",
                                  description="sparse trigram drafter table from a corpus",
                                  formatter_class=PlainHelp)
-    ap.add_argument("--corpus", type=Path, required=True)
-    ap.add_argument("--lang", required=True)
+    ap.add_argument("--corpus", type=Path, required=True, help="monolingual text, a line each")
+    ap.add_argument("--lang", required=True,
+                    help="language of the corpus, ISO 639-1 (e.g. de; zh and ja are "
+                         "segmented into words)")
     add_model_options(ap, threads=False)
-    ap.add_argument("--max-lines", type=int, default=None)
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--max-lines", type=int, default=None,
+                    help="read at most this many corpus lines (default: all)")
+    ap.add_argument("--out", type=Path, required=True,
+                    help="table file to write (serve reads <dict-dir>/<lang>.trigram.npz)")
     args = ap.parse_args(argv)
     vocab = load_vocab(args.model)
     t0 = time.perf_counter()
@@ -79,7 +92,8 @@ def fertility_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--file", type=Path, action="append", required=True,
                     help="LANG=PATH, repeatable (e.g. de=flores/dev/deu_Latn.dev)")
     add_model_options(ap, threads=False)
-    ap.add_argument("--max-lines", type=int, default=None)
+    ap.add_argument("--max-lines", type=int, default=None,
+                    help="read at most this many lines of each file (default: all)")
     args = ap.parse_args(argv)
     vocab = load_vocab(args.model)
     print(f"tokenizer: {vocab.model_name}")

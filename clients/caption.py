@@ -329,13 +329,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--speed", type=float, default=1.0,
                     help="replay speed factor (--file, and an --audio file)")
     ap.add_argument("--fast", action="store_true", help="send as fast as possible")
-    ap.add_argument("--target-lang", default="de")
-    ap.add_argument("--source-lang", default="en")
-    ap.add_argument("--beta", type=float, default=0.2)
-    ap.add_argument("--mask-k", type=int, default=3)
+    ap.add_argument("--target-lang", default="de", help="caption language, ISO 639-1")
+    ap.add_argument("--source-lang", default="en", help="speech language, ISO 639-1")
+    ap.add_argument("--beta", type=float, default=0.2,
+                    help="SSBD bias toward the previous translation, 0 <= beta < 1 "
+                         "(0: greedy)")
+    ap.add_argument("--mask-k", type=int, default=3,
+                    help="trailing tokens a partial caption hides (0: none)")
     ap.add_argument("--drafters", default=None,
                     help="comma-separated drafter names; '' = plain autoregressive")
-    ap.add_argument("--api-key", default=None)
+    ap.add_argument("--api-key", default=None, help="bearer token, if the server needs one")
     ap.add_argument("--quiet", action="store_true", help="no live rendering, stats only")
     ap.add_argument("--json", action="store_true", help="print the statistics as JSON")
     args = ap.parse_args(argv)

@@ -173,13 +173,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--server", default=default_server(),
                     help="loopback server address (default: $LIVETRANS_SERVER, else "
                          "%(default)s)")
-    ap.add_argument("--asr-file", type=Path, required=True)
-    ap.add_argument("--sessions", type=int, default=50)
-    ap.add_argument("--updates", type=int, default=100)
-    ap.add_argument("--http-clients", type=int, default=4)
-    ap.add_argument("--speed", type=float, default=1.0)
-    ap.add_argument("--target-lang", default="de")
-    ap.add_argument("--max-seconds", type=float, default=1800)
+    ap.add_argument("--asr-file", type=Path, required=True,
+                    help="ASR partials JSONL the sessions replay, one utterance a line")
+    ap.add_argument("--sessions", type=int, default=50, help="concurrent WebSocket sessions")
+    ap.add_argument("--updates", type=int, default=100, help="updates each session sends")
+    ap.add_argument("--http-clients", type=int, default=4,
+                    help="concurrent chat-completion loops alongside the sessions")
+    ap.add_argument("--speed", type=float, default=1.0,
+                    help="replay speed factor (2 = twice real time)")
+    ap.add_argument("--target-lang", default="de", help="translation language, ISO 639-1")
+    ap.add_argument("--max-seconds", type=float, default=1800,
+                    help="time limit for the sessions, in seconds")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     stats = asyncio.run(run(args))

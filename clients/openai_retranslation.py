@@ -24,11 +24,14 @@ from app.usage import PlainHelp
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=PlainHelp)
-    ap.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
-    ap.add_argument("--api-key", default="unused")
-    ap.add_argument("--file", type=Path, required=True)
-    ap.add_argument("--limit", type=int, default=3)
-    ap.add_argument("--target-lang", default="de")
+    ap.add_argument("--base-url", default="http://127.0.0.1:8000/v1",
+                    help="the server's OpenAI-compatible API root")
+    ap.add_argument("--api-key", default="unused",
+                    help="bearer token (any text when the server needs none)")
+    ap.add_argument("--file", type=Path, required=True,
+                    help="ASR partials JSONL, one utterance a line")
+    ap.add_argument("--limit", type=int, default=3, help="first N utterances of --file")
+    ap.add_argument("--target-lang", default="de", help="translation language, ISO 639-1")
     args = ap.parse_args(argv)
 
     session_id = "example-" + uuid.uuid4().hex[:8]

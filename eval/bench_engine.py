@@ -40,9 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans bench", description=__doc__,
                                  formatter_class=PlainHelp)
     add_model_options(ap)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--ks", default="1,2,4,8,16,32,64")
-    ap.add_argument("--n-gpu-layers", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=5,
+                    help="timed runs per measurement (the median is printed)")
+    ap.add_argument("--ks", default="1,2,4,8,16,32,64",
+                    help="comma-separated draft lengths k at which verify and prefill "
+                         "are timed")
+    ap.add_argument("--n-gpu-layers", type=int, default=0,
+                    help="layers offloaded to the GPU (-1 = all)")
     args = ap.parse_args(argv)
 
     rt = load_model(ModelSettings(model=args.model, n_threads=args.n_threads,

@@ -20,9 +20,11 @@ from drafters.dictionary import DictionaryDrafter
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans dict-latency", description=__doc__,
                                  formatter_class=PlainHelp)
-    ap.add_argument("--dict", type=Path, required=True)
+    ap.add_argument("--dict", type=Path, required=True,
+                    help="dictionary file built by build-dict (<lang>.dict)")
     ap.add_argument("--text", type=Path, required=True, help="target-language lines")
-    ap.add_argument("--lookups", type=int, default=100_000)
+    ap.add_argument("--lookups", type=int, default=100_000,
+                    help="lookups timed (histories are reused in turn)")
     add_model_options(ap, threads=False)
     args = ap.parse_args(argv)
     from app.loader import load_vocab

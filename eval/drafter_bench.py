@@ -33,13 +33,21 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans drafter-bench", description=__doc__,
                                  formatter_class=PlainHelp)
     add_model_options(ap)
-    ap.add_argument("--flores-dir", type=Path, required=True)
-    ap.add_argument("--dict-dir", type=Path, default=None)
-    ap.add_argument("--split", default="dev")
-    ap.add_argument("--langs", default="de,zh,ja,uk")
-    ap.add_argument("--limit", type=int, default=50)
-    ap.add_argument("--budget", type=int, default=6)
-    ap.add_argument("--chains", default="dictionary,ngram,trigram;ngram;dictionary")
+    ap.add_argument("--flores-dir", type=Path, required=True,
+                    help="FLORES-200 folder holding dev/ and devtest/ "
+                         "(see README 'Evaluation data')")
+    ap.add_argument("--dict-dir", type=Path, default=None,
+                    help="folder of drafter tables (<lang>.dict, <lang>.trigram.npz); "
+                         "without it only ngram proposes")
+    ap.add_argument("--split", default="dev", help="FLORES split: dev or devtest")
+    ap.add_argument("--langs", default="de,zh,ja,uk",
+                    help="comma-separated target languages (ISO 639-1 or FLORES codes)")
+    ap.add_argument("--limit", type=int, default=50, help="sentences per language")
+    ap.add_argument("--budget", type=int, default=6,
+                    help="most draft tokens a chain proposes per step")
+    ap.add_argument("--chains", default="dictionary,ngram,trigram;ngram;dictionary",
+                    help="chains to compare, ';' between chains, ',' between drafters "
+                         "(dictionary, ngram, trigram)")
     args = ap.parse_args(argv)
 
     model = load_model(ModelSettings(model=args.model, n_threads=args.n_threads,

@@ -126,16 +126,23 @@ def _row(table: Table, lang: str, label: str, r: EmulationResult, row_cost: floa
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans emulate", description=__doc__,
                                  formatter_class=PlainHelp)
-    ap.add_argument("--flores-dir", type=Path, required=True)
+    ap.add_argument("--flores-dir", type=Path, required=True,
+                    help="FLORES-200 folder holding dev/ and devtest/ "
+                         "(see README 'Evaluation data')")
     ap.add_argument("--mono-dir", type=Path, required=True, help="folder of <lang>.txt corpora")
-    ap.add_argument("--split", default="dev")
-    ap.add_argument("--langs", default="de,zh,ja,uk")
+    ap.add_argument("--split", default="dev", help="FLORES split: dev or devtest")
+    ap.add_argument("--langs", default="de,zh,ja,uk",
+                    help="comma-separated target languages (ISO 639-1 or FLORES codes)")
     ap.add_argument("--limit", type=int, default=None, help="reference sentences per language")
     add_model_options(ap, threads=False)
-    ap.add_argument("--budget", type=int, default=8)
-    ap.add_argument("--orders", default="n1,n12,n123")
-    ap.add_argument("--sizes", default="10000,50000,200000")
-    ap.add_argument("--p-mins", default="0.2,0.5,0.8")
+    ap.add_argument("--budget", type=int, default=8,
+                    help="most draft tokens proposed per step")
+    ap.add_argument("--orders", default="n1,n12,n123",
+                    help="comma-separated n-gram orders to sweep (n1, n12, n123)")
+    ap.add_argument("--sizes", default="10000,50000,200000",
+                    help="comma-separated dictionary sizes (entries) to sweep")
+    ap.add_argument("--p-mins", default="0.2,0.5,0.8",
+                    help="comma-separated minimum continuation probabilities to sweep")
     ap.add_argument("--max-lines", type=int, default=None, help="corpus lines to use")
     ap.add_argument("--row-cost", type=float, default=ROW_COST,
                     help="cost of one proposed token as a fraction of a decoding step")

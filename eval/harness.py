@@ -183,19 +183,31 @@ class ServerRunner:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans eval", description=__doc__,
                                  formatter_class=PlainHelp)
-    ap.add_argument("--dataset", choices=["flores", "acl", "asr"], default="flores")
-    ap.add_argument("--flores-dir", type=Path)
-    ap.add_argument("--acl-dir", type=Path)
-    ap.add_argument("--asr-file", type=Path)
+    ap.add_argument("--dataset", choices=["flores", "acl", "asr"], default="flores",
+                    help="text set read as lag-k streams (flores, acl) or recorded ASR "
+                         "partials (asr)")
+    ap.add_argument("--flores-dir", type=Path,
+                    help="FLORES-200 folder holding dev/ and devtest/ "
+                         "(see README 'Evaluation data')")
+    ap.add_argument("--acl-dir", type=Path,
+                    help="ACL 60/60 folder holding <split>/<lang>.txt (see README "
+                         "'Evaluation data')")
+    ap.add_argument("--asr-file", type=Path,
+                    help="ASR partials JSONL, one utterance a line (for --dataset asr)")
     ap.add_argument("--asr-refs", choices=["flores", "acl"], default="flores",
                     help="which set the ASR utterances read (for references)")
-    ap.add_argument("--asr-refs-dir", type=Path)
-    ap.add_argument("--split", default="dev")
-    ap.add_argument("--source-lang", default="en")
-    ap.add_argument("--langs", default="de")
-    ap.add_argument("--limit", type=int, default=100)
-    ap.add_argument("--offset", type=int, default=0)
-    ap.add_argument("--lag", type=int, default=3)
+    ap.add_argument("--asr-refs-dir", type=Path,
+                    help="folder of the --asr-refs set, utterance i its line i "
+                         "(without it, ASR streams have no references)")
+    ap.add_argument("--split", default="dev",
+                    help="split: dev or devtest (FLORES), dev or eval (ACL 60/60)")
+    ap.add_argument("--source-lang", default="en", help="language of the source text")
+    ap.add_argument("--langs", default="de",
+                    help="comma-separated target languages (ISO 639-1 or FLORES codes)")
+    ap.add_argument("--limit", type=int, default=100, help="streams per language")
+    ap.add_argument("--offset", type=int, default=0, help="streams skipped first, per language")
+    ap.add_argument("--lag", type=int, default=3,
+                    help="words revealed per update of a lag-k stream")
     ap.add_argument("--methods", default="ar", help="extra methods, e.g. ar,ssbd-b0.2+stopdraft")
     ap.add_argument("--betas", default="0.2", help="one SSBD method per beta")
     ap.add_argument("--mask-k", default="3,5", help="display-only mask-k values to score")
@@ -203,16 +215,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--display-modes", default="mask-k,stable",
                     help="display policies to score, one table each ('' to skip)")
     ap.add_argument("--drafters", default="", help="e.g. dictionary,ngram,trigram")
-    ap.add_argument("--dict-dir", type=Path)
+    ap.add_argument("--dict-dir", type=Path,
+                    help="folder of drafter tables (<lang>.dict, <lang>.trigram.npz) for "
+                         "--drafters")
     add_model_options(ap)
-    ap.add_argument("--prompt-format", default=None)
+    ap.add_argument("--prompt-format", default=None,
+                    help="few-shot or chat-template (default: chosen from the model)")
     ap.add_argument("--prompt-examples", type=int, default=None,
                     help="few-shot examples in the prompt (default: the server's)")
-    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--max-tokens", type=int, default=256,
+                    help="most tokens generated per update")
     ap.add_argument("--server", default=None, help="evaluate a running server over HTTP")
-    ap.add_argument("--api-key", default=None)
-    ap.add_argument("--comet-checkpoint", type=Path, default=None)
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--api-key", default=None, help="bearer token for --server")
+    ap.add_argument("--comet-checkpoint", type=Path, default=None,
+                    help="wmt22-comet-da model.ckpt (default: the Hugging Face cache; "
+                         "COMET is skipped without one)")
+    ap.add_argument("--out", type=Path, required=True,
+                    help="folder for records.jsonl, summary.json, tables.md and plots")
     ap.add_argument("--report-only", action="store_true", help="recompute tables, no model")
     args = ap.parse_args(argv)
 

@@ -20,15 +20,22 @@ from eval import harness
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans ssbd-bench", description=__doc__,
                                  formatter_class=PlainHelp)
-    ap.add_argument("--flores-dir", type=Path, required=True)
-    ap.add_argument("--split", default="dev")
-    ap.add_argument("--langs", default="de,zh,ja")
-    ap.add_argument("--limit", type=int, default=50)
-    ap.add_argument("--lag", type=int, default=3)
-    ap.add_argument("--mask-k", default="3")
-    ap.add_argument("--methods", default="ar,ssbd-b0,ssbd-b0.2")
+    ap.add_argument("--flores-dir", type=Path, required=True,
+                    help="FLORES-200 folder holding dev/ and devtest/ "
+                         "(see README 'Evaluation data')")
+    ap.add_argument("--split", default="dev", help="FLORES split: dev or devtest")
+    ap.add_argument("--langs", default="de,zh,ja",
+                    help="comma-separated target languages (ISO 639-1 or FLORES codes)")
+    ap.add_argument("--limit", type=int, default=50, help="sentences per language")
+    ap.add_argument("--lag", type=int, default=3,
+                    help="words revealed per update of a lag-k stream")
+    ap.add_argument("--mask-k", default="3",
+                    help="comma-separated display-only mask-k values to score")
+    ap.add_argument("--methods", default="ar,ssbd-b0,ssbd-b0.2",
+                    help="comma-separated methods, e.g. ar,ssbd-b0.2+stopdraft")
     add_model_options(ap)
-    ap.add_argument("--out", type=Path, default=Path("results/ssbd-bench"))
+    ap.add_argument("--out", type=Path, default=Path("results/ssbd-bench"),
+                    help="folder for records.jsonl, summary.json, tables.md and plots")
     args = ap.parse_args(argv)
     forwarded = ["--dataset", "flores", "--flores-dir", str(args.flores_dir), "--split",
                  args.split, "--langs", args.langs, "--limit", str(args.limit), "--lag",
