@@ -70,8 +70,12 @@ class PlainHelp(argparse.RawDescriptionHelpFormatter):
 
     @staticmethod
     def _shows_default(action: argparse.Action) -> bool:
-        return (action.default not in (None, False, argparse.SUPPRESS)
-                and bool(action.option_strings) and action.nargs != 0)
+        # ``0`` is a default worth showing; ``None``, ``False`` and ``""`` say "not set"
+        # (``0 in (None, False)`` is true in Python, hence the identity checks)
+        default = action.default
+        unset = default is None or default is False or default == "" or \
+            default is argparse.SUPPRESS
+        return not unset and bool(action.option_strings) and action.nargs != 0
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = (action.help or "").replace("``", "")
