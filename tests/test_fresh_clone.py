@@ -1,20 +1,27 @@
-"""A fresh clone, with nothing beside it, runs the README's non-server commands.
+"""A fresh clone, with nothing beside it, runs the README's commands as written.
 
 The repository is cloned into a temporary folder (no ``../shared`` there), and the
-commands a newcomer copies from the README run from it: the help texts, ``caption`` on the
-tracked sample against a test server (found through ``LIVETRANS_SERVER``), and a
-two-sentence ``eval`` on the tracked sample in FLORES layout.
+commands a newcomer copies from the README run from it: every ``livetrans`` command of the
+README's bash blocks, in README order (``serve`` ones are started and answer ``/health``;
+the others run against a test server found through ``LIVETRANS_SERVER``), the help texts,
+``caption`` on the tracked sample, and a two-sentence ``eval`` on the tracked sample in
+FLORES layout. ``make serve`` / ``make test`` are what CI itself runs; the GPU build lines
+reinstall llama-cpp-python and are left out.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,3 +68,74 @@ def test_two_sentence_eval_on_the_tracked_sample(clone: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     tables = (clone / "results" / "sample" / "tables.md").read_text()
     assert "Table 2" in tables
+
+
+def readme_commands(text: str) -> list[list[str]]:
+    """The ``livetrans`` command lines of the README's ``bash`` blocks, continuation lines
+    joined and comments dropped, as argument lists without the program name."""
+    commands, in_bash, pending = [], False, ""
+    for line in text.splitlines():
+        line = line.strip()  # a block inside a list item is indented
+        if line.startswith("```"):
+            in_bash = line == "```bash" and not in_bash
+            continue
+        if not in_bash:
+            continue
+        pending += line.removesuffix("\\") + " "
+        if line.endswith("\\"):
+            continue
+        words = shlex.split(pending, comments=True)
+        pending = ""
+        if words[:1] == ["livetrans"]:
+            commands.append(words[1:])
+    return commands
+
+
+def test_the_readme_command_reader() -> None:
+    text = ("```bash\nlivetrans eval --a 1 \\\n    --b 2   # note\nmake test\n```\n"
+            "```python\nlivetrans = 1\n```\n`livetrans caption` inline\n"
+            "* item:\n\n  ```bash\n  livetrans caption --x\n  ```\n")
+    assert readme_commands(text) == [["eval", "--a", "1", "--b", "2"], ["caption", "--x"]]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _serves(clone: Path, args: list[str]) -> None:
+    """``livetrans serve ARGS`` starts and answers /health with the model loaded."""
+    port = _free_port()
+    environ = {**os.environ, "PYTHONPATH": str(clone)}
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", *args, "--port", str(port)],
+                            cwd=clone, env=environ, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        status = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                status = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json()
+                if status.get("status") == "ok":
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        assert status is not None and status.get("status") == "ok", (args, status)
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=60)
+    assert "Traceback" not in out, out[-3000:]
+
+
+def test_every_readme_command_runs_on_the_fresh_clone(clone: Path, live_server) -> None:
+    commands = readme_commands((clone / "README.md").read_text(encoding="utf-8"))
+    assert len(commands) >= 8 and all("shared/" not in " ".join(c) for c in commands)
+    for args in commands:
+        if args[0] == "serve":
+            _serves(clone, args)
+            continue
+        done = _livetrans(clone, *args, env={"LIVETRANS_SERVER": live_server.url})
+        assert done.returncode == 0 and "Traceback" not in done.stderr, \
+            (args, done.stderr[-3000:])
