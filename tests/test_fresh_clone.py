@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -104,9 +105,27 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _serves(clone: Path, args: list[str]) -> None:
-    """``livetrans serve ARGS`` starts and answers /health with the model loaded."""
-    port = _free_port()
+def readme_python_blocks(text: str) -> list[str]:
+    """The README's ``python`` code blocks."""
+    blocks, current = [], None
+    for line in text.splitlines():
+        if line.strip().startswith("```"):
+            if current is not None:
+                blocks.append("\n".join(current))
+                current = None
+            elif line.strip() == "```python":
+                current = []
+            continue
+        if current is not None:
+            current.append(line)
+    return blocks
+
+
+def _serves(clone: Path, args: list[str], port: int | None = None,
+            then: Callable[[], None] | None = None) -> None:
+    """``livetrans serve ARGS`` starts and answers /health with the model loaded (and
+    ``then`` runs against it)."""
+    port = port or _free_port()
     environ = {**os.environ, "PYTHONPATH": str(clone)}
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", *args, "--port", str(port)],
                             cwd=clone, env=environ, stdout=subprocess.PIPE,
@@ -123,6 +142,8 @@ def _serves(clone: Path, args: list[str]) -> None:
                 pass
             time.sleep(0.5)
         assert status is not None and status.get("status") == "ok", (args, status)
+        if then is not None:
+            then()
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=60)
@@ -139,3 +160,22 @@ def test_every_readme_command_runs_on_the_fresh_clone(clone: Path, live_server) 
         done = _livetrans(clone, *args, env={"LIVETRANS_SERVER": live_server.url})
         assert done.returncode == 0 and "Traceback" not in done.stderr, \
             (args, done.stderr[-3000:])
+
+
+def test_the_readme_python_examples_run_against_make_serves_address(clone: Path) -> None:
+    """The SDK examples talk to http://127.0.0.1:8000, where ``make serve`` listens: they
+    run as written against a server started there (skipped if the port is taken)."""
+    blocks = readme_python_blocks((clone / "README.md").read_text(encoding="utf-8"))
+    assert blocks and all("127.0.0.1:8000" in b for b in blocks if "OpenAI(" in b)
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", 8000)) == 0:
+            pytest.skip("port 8000 is in use here")
+
+    def run_examples() -> None:
+        for block in blocks:
+            done = subprocess.run([sys.executable, "-c", block], cwd=clone, timeout=300,
+                                  capture_output=True, text=True)
+            assert done.returncode == 0, (block[:200], done.stderr[-3000:])
+            assert done.stdout.strip(), block[:200]
+
+    _serves(clone, ["serve"], port=8000, then=run_examples)
