@@ -25,7 +25,7 @@ from app.loader import load_model
 from app.settings import ModelSettings
 from app.translator import TranslateOptions, translate_update
 from app.usage import PlainHelp, add_model_options
-from eval.datasets.flores import read_flores_pair
+from eval.datasets.flores import add_flores_options, read_flores_pair
 from eval.tables import Table, show
 
 
@@ -33,16 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans drafter-bench", description=__doc__,
                                  formatter_class=PlainHelp)
     add_model_options(ap)
-    ap.add_argument("--flores-dir", type=Path, required=True,
-                    help="FLORES-200 folder holding dev/ and devtest/ "
-                         "(see README 'Evaluation data')")
+    add_flores_options(ap, langs="de,zh,ja,uk", limit=50)
     ap.add_argument("--dict-dir", type=Path, default=None,
                     help="folder of drafter tables (<lang>.dict, <lang>.trigram.npz); "
                          "without it only ngram proposes")
-    ap.add_argument("--split", default="dev", help="FLORES split: dev or devtest")
-    ap.add_argument("--langs", default="de,zh,ja,uk",
-                    help="comma-separated target languages (ISO 639-1 or FLORES codes)")
-    ap.add_argument("--limit", type=int, default=50, help="sentences per language")
     ap.add_argument("--budget", type=int, default=6,
                     help="most draft tokens a chain proposes per step")
     ap.add_argument("--chains", default="dictionary,ngram,trigram;ngram;dictionary",

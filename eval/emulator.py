@@ -43,7 +43,7 @@ from drafters.build import (
 from drafters.chain import DrafterChain
 from drafters.dictionary import DictionaryDrafter
 from drafters.ngram import PromptNgramDrafter
-from eval.datasets.flores import read_flores
+from eval.datasets.flores import add_flores_options, read_flores
 from eval.tables import Table, show
 
 
@@ -126,14 +126,8 @@ def _row(table: Table, lang: str, label: str, r: EmulationResult, row_cost: floa
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans emulate", description=__doc__,
                                  formatter_class=PlainHelp)
-    ap.add_argument("--flores-dir", type=Path, required=True,
-                    help="FLORES-200 folder holding dev/ and devtest/ "
-                         "(see README 'Evaluation data')")
+    add_flores_options(ap, langs="de,zh,ja,uk", limit=None)
     ap.add_argument("--mono-dir", type=Path, required=True, help="folder of <lang>.txt corpora")
-    ap.add_argument("--split", default="dev", help="FLORES split: dev or devtest")
-    ap.add_argument("--langs", default="de,zh,ja,uk",
-                    help="comma-separated target languages (ISO 639-1 or FLORES codes)")
-    ap.add_argument("--limit", type=int, default=None, help="reference sentences per language")
     add_model_options(ap, threads=False)
     ap.add_argument("--budget", type=int, default=8,
                     help="most draft tokens proposed per step")

@@ -15,18 +15,13 @@ from pathlib import Path
 
 from app.usage import PlainHelp, add_model_options
 from eval import harness
+from eval.datasets.flores import add_flores_options
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans ssbd-bench", description=__doc__,
                                  formatter_class=PlainHelp)
-    ap.add_argument("--flores-dir", type=Path, required=True,
-                    help="FLORES-200 folder holding dev/ and devtest/ "
-                         "(see README 'Evaluation data')")
-    ap.add_argument("--split", default="dev", help="FLORES split: dev or devtest")
-    ap.add_argument("--langs", default="de,zh,ja",
-                    help="comma-separated target languages (ISO 639-1 or FLORES codes)")
-    ap.add_argument("--limit", type=int, default=50, help="sentences per language")
+    add_flores_options(ap, langs="de,zh,ja", limit=50)
     ap.add_argument("--lag", type=int, default=3,
                     help="words revealed per update of a lag-k stream")
     ap.add_argument("--mask-k", default="3",

@@ -6,6 +6,7 @@ FLORES codes (``eng_Latn``) or ISO 639-1 codes for the languages this project kn
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from eval.datasets.aligned import DatasetNotFoundError, aligned_pairs, read_segments
@@ -39,3 +40,18 @@ def read_flores_pair(root: Path, split: str, src: str, tgt: str) -> list[tuple[s
     """Aligned (source, reference) sentence pairs."""
     return aligned_pairs(read_flores(root, split, src), read_flores(root, split, tgt),
                          f"FLORES {src}/{tgt} {split}")
+
+
+def add_flores_options(parser: argparse.ArgumentParser, *, langs: str,
+                       limit: int | None) -> None:
+    """``--flores-dir`` (required), ``--split``, ``--langs`` and ``--limit``, spelled and
+    explained alike in every command that reads FLORES."""
+    parser.add_argument("--flores-dir", type=Path, required=True,
+                        help="FLORES-200 folder holding dev/ and devtest/ "
+                             "(see README 'Evaluation data')")
+    parser.add_argument("--split", default="dev", help="FLORES split: dev or devtest")
+    parser.add_argument("--langs", default=langs,
+                        help="comma-separated target languages (ISO 639-1 or FLORES codes)")
+    parser.add_argument("--limit", type=int, default=limit,
+                        help="sentences per language (default: all)" if limit is None
+                        else "sentences per language")
