@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from app.loader import load_vocab
+from app.prompts import UnsupportedLanguageError, check_language
 from app.usage import PlainHelp, add_model_options
 from drafters.build import ORDERS, build_dictionary, fertility, read_lines
 
@@ -25,14 +26,29 @@ when that probability reaches --p-min; the --size most frequent prefixes are kep
 (DictSpec, section 3.1)."""
 
 
+def _language(code: str) -> str:
+    """A supported language code, normalised (the server looks tables up by it)."""
+    try:
+        return check_language(code, "lang")
+    except UnsupportedLanguageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_corpus_options(ap: argparse.ArgumentParser) -> None:
+    """The corpus and tokenizer options both table builders take."""
+    ap.add_argument("--corpus", type=Path, required=True, help="monolingual text, a line each")
+    ap.add_argument("--lang", required=True, type=_language,
+                    help="language of the corpus, ISO 639-1 (e.g. de; zh and ja are "
+                         "segmented into words)")
+    ap.add_argument("--max-lines", type=int, default=None,
+                    help="read at most this many corpus lines (default: all)")
+    add_model_options(ap, threads=False)
+
+
 def build_dict_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans build-dict", description=BUILD_DICT_HELP,
                                  formatter_class=PlainHelp)
-    ap.add_argument("--corpus", type=Path, required=True, help="monolingual text, a line each")
-    ap.add_argument("--lang", required=True,
-                    help="language of the corpus, ISO 639-1 (e.g. de; zh and ja are "
-                         "segmented into words)")
-    add_model_options(ap, threads=False)
+    _add_corpus_options(ap)
     ap.add_argument("--orders", choices=sorted(ORDERS), default="n123",
                     help="word n-grams counted: n1 words, n12 up to bigrams, n123 up to "
                          "trigrams")
@@ -43,8 +59,6 @@ def build_dict_main(argv: list[str] | None = None) -> int:
                          "(0.2 emulated best on FLORES dev for de, zh, ja, uk)")
     ap.add_argument("--min-count", type=int, default=1,
                     help="n-grams seen fewer times in the corpus are dropped")
-    ap.add_argument("--max-lines", type=int, default=None,
-                    help="read at most this many corpus lines (default: all)")
     ap.add_argument("--out", type=Path, required=True,
                     help="dictionary file to write (serve reads <dict-dir>/<lang>.dict)")
     args = ap.parse_args(argv)
@@ -64,13 +78,7 @@ def build_trigram_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans build-trigram",
                                  description="sparse trigram drafter table from a corpus",
                                  formatter_class=PlainHelp)
-    ap.add_argument("--corpus", type=Path, required=True, help="monolingual text, a line each")
-    ap.add_argument("--lang", required=True,
-                    help="language of the corpus, ISO 639-1 (e.g. de; zh and ja are "
-                         "segmented into words)")
-    add_model_options(ap, threads=False)
-    ap.add_argument("--max-lines", type=int, default=None,
-                    help="read at most this many corpus lines (default: all)")
+    _add_corpus_options(ap)
     ap.add_argument("--out", type=Path, required=True,
                     help="table file to write (serve reads <dict-dir>/<lang>.trigram.npz)")
     args = ap.parse_args(argv)

@@ -62,6 +62,8 @@ def _one_line_error(proc, *expected: str) -> str:
     (["bench", "--model", "/no/such/model.gguf"], {}, ["/no/such/model.gguf"]),
     (["build-dict", "--corpus", "/no/corpus.txt", "--lang", "de", "--out", "{tmp}/d.dict"],
      {}, ["/no/corpus.txt"]),
+    (["build-trigram", "--corpus", "{tmp}/plain.txt", "--lang", "german", "--out",
+      "{tmp}/t.npz"], {}, ["--lang", "Unsupported language 'german'"]),
     (["caption", "--file", "/no/partials.jsonl"], {}, ["/no/partials.jsonl"]),
     (["caption", "--stdin", "--server", "http://127.0.0.1:{port}"], {}, ["cannot reach"]),
     (["caption", "--file", "{tmp}/plain.txt", "--server", "http://127.0.0.1:{port}"], {},
