@@ -24,7 +24,6 @@ from app.api.errors import (
     ClientDisconnected,
     error_body,
     map_engine_error,
-    require_ready,
 )
 from app.api.schemas import (
     AssistantMessage,
@@ -277,7 +276,7 @@ async def chat_completions(
         None, min_length=1, max_length=SESSION_ID_MAX_CHARS, pattern=SESSION_ID_PATTERN),
 ):
     state = get_state(request)
-    require_ready(state)
+    state.require_ready()
     owner = getattr(request.state, "owner", None)
     prep = _prepare(body, state, x_session_id, owner)
     check_session_affinity(request.headers, prep.session_id)

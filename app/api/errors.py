@@ -123,16 +123,6 @@ def validation_error(exc: RequestValidationError) -> APIError:
     return APIError(422, f"Invalid value for '{param}': {msg}.", param=param, code="invalid_value")
 
 
-def require_ready(state) -> None:  # noqa: ANN001 - app.api.state.ServerState
-    """503 while the model loads or the server shuts down (the caller may retry)."""
-    if state.shutting_down:
-        raise APIError(503, "Server is shutting down.", code="shutting_down")
-    if state.translator is None:
-        reason = state.load_error or "the model is still loading"
-        raise APIError(503, f"Not ready: {reason}.", code="not_ready",
-                       headers={"Retry-After": "2"})
-
-
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api_error(_: Request, exc: APIError) -> JSONResponse:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from app.api.auth import Auth
+from app.api.errors import APIError
 from app.api.live_limits import LiveLimits
 from app.api.metrics import Metrics
 from app.api.rooms import RoomRegistry
@@ -50,6 +51,15 @@ class ServerState:
     @property
     def ready(self) -> bool:
         return self.translator is not None and not self.shutting_down
+
+    def require_ready(self) -> None:
+        """503 while the model loads or the server shuts down (the caller may retry)."""
+        if self.shutting_down:
+            raise APIError(503, "Server is shutting down.", code="shutting_down")
+        if self.translator is None:
+            reason = self.load_error or "the model is still loading"
+            raise APIError(503, f"Not ready: {reason}.", code="not_ready",
+                           headers={"Retry-After": "2"})
 
 
 def get_state(request: Request) -> ServerState:
