@@ -155,12 +155,17 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
 }
 
 
-def _omp_policy_from_env() -> str:
-    """``LIVETRANS_OMP_WAIT_POLICY`` for the tools that load the model outside ``serve``."""
-    policy = os.environ.get("LIVETRANS_OMP_WAIT_POLICY", "auto").strip().lower()
+def _tool_omp_policy(argv: list[str]) -> str:
+    """The OMP wait policy of a tool that loads the model outside ``serve``: its
+    ``--omp-wait-policy``, else ``LIVETRANS_OMP_WAIT_POLICY``, else auto. It must act
+    before llama.cpp loads, so it is read (and a bad value refused) before the tool
+    parses its own options."""
+    given = omp_policy_in(argv)
+    source = "--omp-wait-policy" if given is not None else "LIVETRANS_OMP_WAIT_POLICY"
+    raw = given if given is not None else os.environ.get("LIVETRANS_OMP_WAIT_POLICY", "auto")
+    policy = raw.strip().lower()
     if policy not in POLICIES:
-        raise UsageError(f"invalid LIVETRANS_OMP_WAIT_POLICY {policy!r}: choose one of "
-                         f"{', '.join(POLICIES)}")
+        raise UsageError(f"invalid {source} {raw!r}: choose one of {', '.join(POLICIES)}")
     return policy
 
 
@@ -227,7 +232,7 @@ def _main(argv: list[str]) -> int:
         sub.add_parser(name, help=help_text, add_help=False)
     if argv and argv[0] in DELEGATED:
         # Benchmarks and tools load the model too: same policy knob as the server's.
-        configure_omp_wait(omp_policy_in(argv[1:]) or _omp_policy_from_env())
+        configure_omp_wait(_tool_omp_policy(argv[1:]))
         module, func, _ = DELEGATED[argv[0]]
         return _delegate(module, func)(argv[1:])
     args = parser.parse_args(argv)

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
+from app.engine.cpu_threads import POLICIES
+
 EXIT_USAGE = 2
 
 
@@ -84,9 +86,6 @@ class PlainHelp(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
-OMP_POLICIES = ("auto", "active", "passive")
-
-
 def add_model_options(parser: argparse.ArgumentParser, threads: bool = True) -> None:
     """The options every model-loading subcommand shares, spelled as ``serve`` spells them:
     ``--model``, and (for commands that run the model) ``--n-threads`` (alias
@@ -98,7 +97,7 @@ def add_model_options(parser: argparse.ArgumentParser, threads: bool = True) -> 
         return
     parser.add_argument("--n-threads", "--threads", dest="n_threads", type=int, default=None,
                         help="CPU threads (default: all cores)")
-    parser.add_argument("--omp-wait-policy", choices=OMP_POLICIES, default=None,
+    parser.add_argument("--omp-wait-policy", choices=POLICIES, default=None,
                         help="how idle CPU threads wait, as for serve (default: "
                              "$LIVETRANS_OMP_WAIT_POLICY, else auto)")
 

@@ -53,6 +53,8 @@ def _one_line_error(proc, *expected: str) -> str:
      {"LIVETRANS_API_KEYS": "a,b", "LIVETRANS_CORS_ORIGINS": "https://x.example,http://y:3000"},
      ["Model file not found"]),
     (["bench"], {"LIVETRANS_OMP_WAIT_POLICY": "fast"}, ["LIVETRANS_OMP_WAIT_POLICY", "auto"]),
+    (["bench", "--omp-wait-policy", "bogus"], {}, ["--omp-wait-policy", "'bogus'"]),
+    (["eval", "--omp-wait-policy=bogus"], {}, ["--omp-wait-policy", "'bogus'"]),
     (["eval", "--out", "{tmp}/out"], {"LIVETRANS_OMP_WAIT_POLICY": "sleepy"},
      ["LIVETRANS_OMP_WAIT_POLICY"]),
     (["eval", "--out", "{tmp}/out"], {}, ["FLORES", "--flores-dir"]),
