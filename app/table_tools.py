@@ -34,6 +34,14 @@ def _language(code: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _lang_and_path(spec: str) -> tuple[str, Path]:
+    """``de=path/to/file`` -> (``de``, path); the language checked as ``--lang`` is."""
+    lang, sep, path = spec.partition("=")
+    if not sep or not path:
+        raise argparse.ArgumentTypeError(f"{spec!r} is not LANG=PATH (e.g. de=deu_Latn.dev)")
+    return _language(lang), Path(path)
+
+
 def _add_corpus_options(ap: argparse.ArgumentParser) -> None:
     """The corpus and tokenizer options both table builders take."""
     ap.add_argument("--corpus", type=Path, required=True, help="monolingual text, a line each")
@@ -97,7 +105,7 @@ def fertility_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans fertility",
                                  description="tokens per word, per language and tokenizer",
                                  formatter_class=PlainHelp)
-    ap.add_argument("--file", type=Path, action="append", required=True,
+    ap.add_argument("--file", type=_lang_and_path, action="append", required=True,
                     help="LANG=PATH, repeatable (e.g. de=flores/dev/deu_Latn.dev)")
     add_model_options(ap, threads=False)
     ap.add_argument("--max-lines", type=int, default=None,
@@ -105,8 +113,7 @@ def fertility_main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     vocab = load_vocab(args.model)
     print(f"tokenizer: {vocab.model_name}")
-    for spec in args.file:
-        lang, path = str(spec).split("=", 1)
-        value = fertility(read_lines(Path(path), args.max_lines), lang, vocab)
+    for lang, path in args.file:
+        value = fertility(read_lines(path, args.max_lines), lang, vocab)
         print(f"{lang}\t{value:.2f}")
     return 0

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 import uuid
 from dataclasses import replace
@@ -29,7 +28,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from app.usage import PlainHelp, add_model_options
+from app.usage import PlainHelp, UsageError, add_model_options
 from eval.datasets.acl6060 import read_acl_pair
 from eval.datasets.aligned import DatasetNotFoundError
 from eval.datasets.asr_partials import read_asr_streams
@@ -238,7 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     records_path = args.out / "records.jsonl"
     langs = args.langs.split(",")
-    methods = expand_methods(args)
+    try:
+        methods = expand_methods(args)
+    except ValueError as exc:
+        ap.error(f"--methods: {exc}")
     mask_ks = [int(k) for k in args.mask_k.split(",") if k]
     try:
         display_modes = parse_modes(args.display_modes) if args.display_modes else []
@@ -249,8 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             streams = {lang: load_streams(args, lang) for lang in langs}
         except DatasetNotFoundError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            raise UsageError(str(exc)) from None
         runner = ServerRunner(args) if args.server else InProcessRunner(args)
         (args.out / "run.json").write_text(json.dumps(
             {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
@@ -270,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                         out.write(json.dumps(r, ensure_ascii=False) + "\n")
                     out.flush()  # a stream is written whole: resume never sees half of one
     records = load_records(records_path)
+    if not records:
+        raise UsageError(f"no records in {records_path} (run without --report-only first)")
     detok = None
     if runner is not None and not args.server:
         detok = runner.detokenize
