@@ -9,7 +9,7 @@ A traceback is kept for bugs.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
@@ -111,3 +111,51 @@ def omp_policy_in(argv: list[str]) -> str | None:
         if arg.startswith("--omp-wait-policy="):
             return arg.split("=", 1)[1]
     return None
+
+
+def comma_list(item: Callable[[str], object] = str, what: str = "a value", *,
+               choices: Iterable[str] | None = None, sep: str = ",") -> Callable[[str], str]:
+    """An argparse ``type`` for a comma-separated option (``--ks 1,2,4``): every item must
+    pass ``item`` (a conversion that raises ``ValueError``) and be one of ``choices``, else
+    the option is refused in one line naming the item. The text is returned as given
+    (blank items allowed), so the command splits it as before."""
+    allowed = None if choices is None else tuple(choices)
+
+    def check(text: str) -> str:
+        for part in (p.strip() for p in text.split(sep)):
+            if not part:
+                continue
+            if allowed is not None and part not in allowed:
+                raise argparse.ArgumentTypeError(
+                    f"{part!r} is not one of {', '.join(allowed)}")
+            try:
+                item(part)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{part!r} is not {what}") from None
+        return text
+
+    return check
+
+
+def positive_int(text: str) -> int:
+    """``int`` that refuses 0 and negatives (ValueError)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def count(text: str) -> int:
+    """``int`` that refuses negatives (ValueError)."""
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+def fraction(text: str) -> float:
+    """A float in [0, 1) (ValueError otherwise): beta, a probability threshold."""
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise ValueError(text)
+    return value

@@ -39,9 +39,10 @@ from rich.text import Text
 from app.display import split_units
 from app.engine.draft_stats import DraftStats
 from app.prefix import normalized_erasure
-from app.usage import PlainHelp, UsageError, require_file
+from app.usage import PlainHelp, UsageError, comma_list, require_file
 from clients.audio import AudioSource, open_audio
 from clients.urls import default_server, live_url
+from drafters.chain import DEFAULT_ORDER as DRAFTER_NAMES
 
 
 @dataclass
@@ -336,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                          "(0: greedy)")
     ap.add_argument("--mask-k", type=int, default=3,
                     help="trailing tokens a partial caption hides (0: none)")
-    ap.add_argument("--drafters", default=None,
+    ap.add_argument("--drafters", default=None, type=comma_list(choices=DRAFTER_NAMES),
                     help="comma-separated drafter names; '' = plain autoregressive")
     ap.add_argument("--api-key", default=None, help="bearer token, if the server needs one")
     ap.add_argument("--quiet", action="store_true", help="no live rendering, stats only")

@@ -19,7 +19,7 @@ from app.engine.runtime import LlamaRuntime
 from app.loader import load_model
 from app.prompts import FewShotFormat
 from app.settings import ModelSettings
-from app.usage import PlainHelp, add_model_options
+from app.usage import PlainHelp, add_model_options, comma_list, positive_int
 
 SOURCE = (
     "The city council approved a new plan to expand the bus network and build three new "
@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5,
                     help="timed runs per measurement (the median is printed)")
     ap.add_argument("--ks", default="1,2,4,8,16,32,64",
+                    type=comma_list(positive_int, "a positive whole number"),
                     help="comma-separated draft lengths k at which verify and prefill "
                          "are timed")
     ap.add_argument("--n-gpu-layers", type=int, default=0,

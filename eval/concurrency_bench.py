@@ -31,7 +31,7 @@ from pathlib import Path
 import websockets
 from matplotlib.figure import Figure
 
-from app.usage import PlainHelp, add_model_options
+from app.usage import PlainHelp, add_model_options, comma_list, positive_int
 from eval.datasets.asr_partials import read_asr_streams
 from eval.datasets.flores import read_flores
 from eval.datasets.streams import Stream, Update, lag_k_stream
@@ -279,8 +279,11 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=PlainHelp)
     ap.add_argument("--flores-dir", type=Path, help="FLORES-200 folder (closed mode)")
     ap.add_argument("--asr-file", type=Path, help="ASR partial streams JSONL (asr mode)")
-    ap.add_argument("--modes", default="closed,asr", help="closed, asr or both (default)")
-    ap.add_argument("--concurrency", default="1,2,4,8", help="C values (default 1,2,4,8)")
+    ap.add_argument("--modes", default="closed,asr", type=comma_list(choices=("closed", "asr")),
+                    help="closed, asr or both (default)")
+    ap.add_argument("--concurrency", default="1,2,4,8",
+                    type=comma_list(positive_int, "a positive whole number"),
+                    help="C values (default 1,2,4,8)")
     ap.add_argument("--lang", default="de", help="target language (default de)")
     ap.add_argument("--lag", type=int, default=3, help="words per update, closed mode (3)")
     ap.add_argument("--asr-seconds", type=float, default=20.0,

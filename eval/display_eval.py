@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from app.display import DISPLAY_MODES, Translation, display_policy, display_unit
-from app.usage import PlainHelp
+from app.usage import PlainHelp, comma_list, count
 from eval.metrics.display import FirstDisplay
 from eval.metrics.erasure import NormalizedErasure, ne_unit
 from eval.metrics.quality import ChrF
@@ -232,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="records.jsonl[.gz] (default: OUT/records.jsonl)")
     ap.add_argument("--display-modes", default=",".join(DISPLAY_MODES),
                     help="display policies to score (default: mask-k,stable)")
-    ap.add_argument("--mask-k", default="3", help="k values for mask-k, e.g. 3,5")
+    ap.add_argument("--mask-k", default="3", type=comma_list(count, "a whole number >= 0"),
+                    help="k values for mask-k, e.g. 3,5")
     ap.add_argument("--word-seconds", type=float, default=0.4,
                     help="nominal seconds per source word for text sets (no audio clock)")
     ap.add_argument("--model", default=None, help="GGUF whose vocabulary detokenizes mask-k")

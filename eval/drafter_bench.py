@@ -24,7 +24,8 @@ from app.engine.engine import Engine
 from app.loader import load_model
 from app.settings import ModelSettings
 from app.translator import TranslateOptions, translate_update
-from app.usage import PlainHelp, add_model_options
+from app.usage import PlainHelp, add_model_options, comma_list
+from drafters.chain import DEFAULT_ORDER
 from eval.datasets.flores import add_flores_options, read_flores_pair
 from eval.tables import Table, show
 
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=6,
                     help="most draft tokens a chain proposes per step")
     ap.add_argument("--chains", default="dictionary,ngram,trigram;ngram;dictionary",
+                    type=comma_list(comma_list(choices=DEFAULT_ORDER), "a list of drafters",
+                                    sep=";"),
                     help="chains to compare, ';' between chains, ',' between drafters "
                          "(dictionary, ngram, trigram)")
     args = ap.parse_args(argv)

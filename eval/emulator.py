@@ -30,7 +30,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from app.usage import PlainHelp, add_model_options
+from app.usage import PlainHelp, add_model_options, comma_list, positive_int
 from drafters.base import DraftContext
 from drafters.build import (
     ORDERS,
@@ -131,11 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     add_model_options(ap, threads=False)
     ap.add_argument("--budget", type=int, default=8,
                     help="most draft tokens proposed per step")
-    ap.add_argument("--orders", default="n1,n12,n123",
+    ap.add_argument("--orders", default="n1,n12,n123", type=comma_list(choices=sorted(ORDERS)),
                     help="comma-separated n-gram orders to sweep (n1, n12, n123)")
     ap.add_argument("--sizes", default="10000,50000,200000",
+                    type=comma_list(positive_int, "a positive whole number"),
                     help="comma-separated dictionary sizes (entries) to sweep")
-    ap.add_argument("--p-mins", default="0.2,0.5,0.8",
+    ap.add_argument("--p-mins", default="0.2,0.5,0.8", type=comma_list(float, "a number"),
                     help="comma-separated minimum continuation probabilities to sweep")
     ap.add_argument("--max-lines", type=int, default=None, help="corpus lines to use")
     ap.add_argument("--row-cost", type=float, default=ROW_COST,

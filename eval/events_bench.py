@@ -33,7 +33,7 @@ from pathlib import Path
 
 import websockets
 
-from app.usage import PlainHelp, add_model_options
+from app.usage import PlainHelp, add_model_options, comma_list
 from eval.datasets.flores import read_flores
 from eval.datasets.streams import lag_k_stream
 from eval.tables import Table, show, write_results
@@ -225,8 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flores-dir", type=Path, required=True, help="FLORES-200 folder")
     ap.add_argument("--sentences", type=int, default=3, help="FLORES dev sentences (3)")
     ap.add_argument("--viewers", type=int, default=200, help="idle viewers (200)")
-    ap.add_argument("--parts", default="viewers,fanout", help="viewers, fanout or both")
-    ap.add_argument("--fanout", default="1,2,3", help="languages per fan-out run (1,2,3)")
+    ap.add_argument("--parts", default="viewers,fanout",
+                    type=comma_list(choices=("viewers", "fanout")), help="viewers, fanout or both")
+    ap.add_argument("--fanout", default="1,2,3", type=comma_list(int, "a whole number"),
+                    help="languages per fan-out run (1,2,3)")
     add_model_options(ap)
     ap.add_argument("--out", type=Path, default=None, help="folder for JSON and markdown")
     args = ap.parse_args(argv)

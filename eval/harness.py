@@ -28,7 +28,15 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from app.usage import PlainHelp, UsageError, add_model_options
+from app.usage import (
+    PlainHelp,
+    UsageError,
+    add_model_options,
+    comma_list,
+    count,
+    fraction,
+)
+from drafters.chain import DEFAULT_ORDER
 from eval.datasets.acl6060 import read_acl_pair
 from eval.datasets.aligned import DatasetNotFoundError
 from eval.datasets.asr_partials import read_asr_streams
@@ -208,12 +216,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lag", type=int, default=3,
                     help="words revealed per update of a lag-k stream")
     ap.add_argument("--methods", default="ar", help="extra methods, e.g. ar,ssbd-b0.2+stopdraft")
-    ap.add_argument("--betas", default="0.2", help="one SSBD method per beta")
-    ap.add_argument("--mask-k", default="3,5", help="display-only mask-k values to score")
-    ap.add_argument("--draft-mask-k", default="", help="draft mask-k methods, e.g. 3,5")
+    ap.add_argument("--betas", default="0.2", type=comma_list(fraction, "a beta in [0, 1)"),
+                    help="one SSBD method per beta")
+    ap.add_argument("--mask-k", default="3,5", type=comma_list(count, "a whole number >= 0"),
+                    help="display-only mask-k values to score")
+    ap.add_argument("--draft-mask-k", default="",
+                    type=comma_list(count, "a whole number >= 0"),
+                    help="draft mask-k methods, e.g. 3,5")
     ap.add_argument("--display-modes", default="mask-k,stable",
                     help="display policies to score, one table each ('' to skip)")
-    ap.add_argument("--drafters", default="", help="e.g. dictionary,ngram,trigram")
+    ap.add_argument("--drafters", default="", type=comma_list(choices=DEFAULT_ORDER),
+                    help="e.g. dictionary,ngram,trigram")
     ap.add_argument("--dict-dir", type=Path,
                     help="folder of drafter tables (<lang>.dict, <lang>.trigram.npz) for "
                          "--drafters")

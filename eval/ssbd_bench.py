@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from app.usage import PlainHelp, add_model_options
+from app.usage import PlainHelp, add_model_options, comma_list, count
 from eval import harness
 from eval.datasets.flores import add_flores_options
 
@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     add_flores_options(ap, langs="de,zh,ja", limit=50)
     ap.add_argument("--lag", type=int, default=3,
                     help="words revealed per update of a lag-k stream")
-    ap.add_argument("--mask-k", default="3",
+    ap.add_argument("--mask-k", default="3", type=comma_list(count, "a whole number >= 0"),
                     help="comma-separated display-only mask-k values to score")
     ap.add_argument("--methods", default="ar,ssbd-b0,ssbd-b0.2",
                     help="comma-separated methods, e.g. ar,ssbd-b0.2+stopdraft")
