@@ -121,6 +121,11 @@ class UnsupportedLanguageError(ValueError):
         self.param = param
 
 
+def direction(source: str, target: str) -> str:
+    """``English→de``: a translation direction as tables and plots title it."""
+    return f"{LANGUAGE_NAMES.get(source, source)}→{target}"
+
+
 def check_language(code: str, param: str) -> str:
     """Normalise a language code (``DE`` -> ``de``) or raise ``UnsupportedLanguageError``."""
     normalised = code.strip().lower()

@@ -279,8 +279,9 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     recs = runner.run(method, stream, lang)
                     for r in recs:
-                        r.update(dataset=args.dataset, lang=lang, stream=stream.id,
-                                 method=method.name, reference=stream.reference)
+                        r.update(dataset=args.dataset, source_lang=args.source_lang,
+                                 lang=lang, stream=stream.id, method=method.name,
+                                 reference=stream.reference)
                         out.write(json.dumps(r, ensure_ascii=False) + "\n")
                     out.flush()  # a stream is written whole: resume never sees half of one
     records = load_records(records_path)

@@ -65,8 +65,9 @@ def _from_zero(ax: Axes, axis: str, values: Sequence[float]) -> None:
         ax.set_ylabel(ax.get_ylabel() + note)
 
 
-def _title(dataset: str, lang: str, question: str, n: int) -> str:
-    return f"{dataset} en→{lang}: {question} (n = {n} streams per method)"
+def _title(dataset: str, lang: str, question: str, rows: Sequence[dict]) -> str:
+    source = rows[0].get("source_lang", "en") if rows else "en"
+    return f"{dataset} {source}→{lang}: {question} (n = {_n(rows)} streams per method)"
 
 
 def _n(rows: Sequence[dict]) -> int:
@@ -106,7 +107,7 @@ def quality_vs_beta(rows: Sequence[dict], dataset: str, lang: str) -> Figure | N
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower left")
         _sample_note(ax, _n(rows))
-    fig.suptitle(_title(dataset, lang, "quality vs beta", _n(rows)))
+    fig.suptitle(_title(dataset, lang, "quality vs beta", rows))
     fig.tight_layout()
     return fig
 
@@ -132,7 +133,7 @@ def flicker_vs_latency(rows: Sequence[dict], dataset: str, lang: str) -> Figure 
         _from_zero(ax, "y", [r["NE"] for r in pts])
         ax.grid(alpha=0.3)
         _sample_note(ax, _n(rows))
-    fig.suptitle(_title(dataset, lang, "flicker vs latency", _n(rows)))
+    fig.suptitle(_title(dataset, lang, "flicker vs latency", rows))
     fig.tight_layout()
     return fig
 
@@ -172,7 +173,7 @@ def time_per_update(rows: Sequence[dict], records: Sequence[dict], dataset: str,
                                                                      strict=True))]) * 1.45)
     ax.legend(fontsize=7, loc="upper left", ncol=2)
     ax.tick_params(axis="x", labelrotation=20, labelsize=8)
-    ax.set_title(_title(dataset, lang, "time per update", _n(rows)), fontsize=10)
+    ax.set_title(_title(dataset, lang, "time per update", rows), fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -198,7 +199,7 @@ def policy_frontier(rows: Sequence[dict], dataset: str, lang: str) -> Figure | N
         _sample_note(ax, _n(pts))
     axes[0].set_ylim(bottom=0, top=max(1, *(r["pathological_finals"] for r in pts)) * 1.2)
     axes[1].set_ylim(bottom=0, top=105)
-    fig.suptitle(_title(dataset, lang, "final policies", _n(pts)))
+    fig.suptitle(_title(dataset, lang, "final policies", pts))
     fig.tight_layout()
     return fig
 
@@ -239,6 +240,6 @@ def display_flicker_vs_latency(rows: Sequence[dict], dataset: str, lang: str) ->
                 for mode, mk in markers.items()]
     fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), fontsize=7,
                frameon=False)
-    fig.suptitle(_title(dataset, lang, "flicker vs latency by display policy", _n(rows)))
+    fig.suptitle(_title(dataset, lang, "flicker vs latency by display policy", rows))
     fig.tight_layout(rect=(0, 0.1 + 0.03 * (len(handles) // 4), 1, 1))
     return fig

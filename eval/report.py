@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+from app.prompts import direction
 from eval import plots as figures
 from eval.methods import display_texts, parse_method
 from eval.metrics.acceptance import acceptance
@@ -118,6 +119,8 @@ def summarize(records: list[dict], mask_ks: list[int], detokenize: Callable | No
         outputs = [[r["text"] for r in recs] for recs in stream_list]
         row = {
             "dataset": dataset, "lang": lang, "method": method,
+            # records written before the harness stored it were all English sources
+            "source_lang": flat[0].get("source_lang", "en"),
             "beta": parsed.beta, "flags": list(parsed.flags), "streams": len(stream_list),
             "updates": len(flat), "ne_unit": unit,
             "NE": ne.corpus_score(outputs).score,
@@ -196,12 +199,12 @@ def table2(summary: dict, mask_k: int) -> list[Block]:
     """SSBD Table 2 layout: per language, Dataset / Method / quality / NE / A/D / A/O / TPS."""
     blocks: list[Block] = []
     for lang in sorted({r["lang"] for r in summary.values()}):
+        rows = [r for r in summary.values() if r["lang"] == lang]
         t = Table(["Dataset", "Method", "COMET", "chrF", "NE", f"NE (display k={mask_k})",
                    "A/D", "A/O", "Output TPS", "decode s", "Speedup", "LAAL",
-                   "final ms p50/p95", "pathological finals"], title=f"English→{lang}")
-        for r in summary.values():
-            if r["lang"] != lang:
-                continue
+                   "final ms p50/p95", "pathological finals"],
+                  title=direction(rows[0]["source_lang"], lang))
+        for r in rows:
             t.add(r["dataset"], r["method"], _fmt(r["COMET"]), _fmt(r["chrF"]), _fmt(r["NE"]),
                   _fmt(r.get(f"NE_display_k{mask_k}")), _fmt(r["A/D"], True),
                   _fmt(r["A/O"], True), f"{r['tokens_per_s']:.1f}", f"{r['decode_s']:.1f}",
@@ -234,7 +237,7 @@ def table3(summary: dict) -> list[Block]:
             continue
         rows.sort(key=lambda r: -1.0 if r["beta"] is None else r["beta"])
         t = Table(["beta", "COMET", "chrF", "NE", "A/D", "A/O", "Speedup"],
-                  title=f"{dataset} English→{lang}: effect of beta")
+                  title=f"{dataset} {direction(rows[0]['source_lang'], lang)}: effect of beta")
         for r in rows:
             _sweep_row(t, "AR" if r["beta"] is None else f"{r['beta']:g}", r)
         blocks.append(t)
@@ -249,7 +252,7 @@ def table4(summary: dict, mask_ks: list[int], base: str) -> list[Block]:
         if ref is None:
             continue
         t = Table(["k", "COMET", "chrF", "NE", "A/D", "A/O", "Speedup"],
-                  title=f"{dataset} English→{lang}: mask-k (base {base})")
+                  title=f"{dataset} {direction(ref['source_lang'], lang)}: mask-k (base {base})")
         _sweep_row(t, "-", ref)
         t.add("**+mask-k (draft)**", *[""] * 6)
         for k in mask_ks:

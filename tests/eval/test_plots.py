@@ -134,3 +134,12 @@ def test_policy_frontier_and_display_figure(run) -> None:
     _check(fig)
     left = fig.axes[0]
     assert left.get_xlim()[0] < 0 and "below 0" in left.get_xlabel()  # a negative delay
+
+
+def test_titles_name_the_source_language_of_the_records(run) -> None:
+    """Old records (no ``source_lang``) were English; a German-source run says German."""
+    summary, records = run
+    assert "en→de" in _texts(plots.flicker_vs_latency(list(summary.values()), "flores", "de"))
+    german = summarize([{**r, "source_lang": "de"} for r in records], [], None)
+    fig = plots.flicker_vs_latency(list(german.values()), "flores", "de")
+    assert "de→de" in _texts(fig) and "en→de" not in _texts(fig)
