@@ -204,7 +204,7 @@ class SessionStore:
         self.ttl_s = ttl_s
         self._clock = clock
         self._sessions: OrderedDict[str, Session] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # a leaf lock (app/engine/__init__.py)
 
     def __len__(self) -> int:
         return len(self._sessions)

@@ -1,1 +1,28 @@
-"""llama.cpp engine: prefix-cached evaluation, batched draft verification, KV truncation."""
+"""llama.cpp engine: prefix-cached evaluation, batched draft verification, KV truncation.
+
+Threads and who owns what (the one place this is written down; each lock's definition
+points here):
+
+- **The llama.cpp context** (``LlamaRuntime``: ``llama_decode``, KV cache, logits, the KV
+  slot table) has ONE owner, the step scheduler's thread (``StepScheduler._run``). Every
+  forward pass and cache edit happens there, also "exclusive" jobs (``run_exclusive``,
+  which run on that thread while nothing else runs). Tools without a server (eval, benches,
+  tests) drive an ``Engine`` from one thread of their own. The context has no lock: one
+  owner needs none.
+- **The tokenizer** (``LlamaVocab``) is called from every thread: the event loop (display
+  masks), job threads (prompts, drafts, retries) and the scheduler thread (each new token's
+  bytes). Its methods are thread-safe: no shared buffers, and its own leaf lock around the
+  C calls.
+- **Job threads** (``EngineWorker``, one short thread per job) build prompts and wait for
+  their generations; they never touch the context.
+
+Lock order (acquire left before right, never the reverse; a thread holding a lock takes
+only locks to its right):
+
+    StepScheduler._cond  ->  EngineWorker._lock  ->  LlamaVocab._c_lock
+
+``_cond`` calls the admission callback, which marks the job started under
+``EngineWorker._lock``. ``LlamaVocab._c_lock`` and ``SessionStore._lock`` (app/sessions.py)
+are leaves: nothing is acquired while either is held. Asyncio locks (a live connection's
+``send_lock``) are on the event loop only and never held across a thread lock wait.
+"""

@@ -105,7 +105,7 @@ class StepScheduler:
         self._exclusive: list[tuple[Callable[[], object], threading.Event, list]] = []
         self._served: dict[str, int] = {}  # client -> admission counter when last served
         self._admissions = 0
-        self._cond = threading.Condition()
+        self._cond = threading.Condition()  # lock order: app/engine/__init__.py
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="step-scheduler", daemon=True)
         self._thread.start()

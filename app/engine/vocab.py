@@ -2,12 +2,32 @@
 
 The runtime uses it for prompts; drafter builders load only the vocabulary
 (``LlamaVocab.load``), which takes a fraction of a second and no weights.
+
+Threads. In the server this object is used from three kinds of thread at once: the event
+loop (display masks detokenize), job threads (prompts are tokenized, drafts detokenized)
+and the step scheduler's thread (every generated token's bytes, end-of-generation checks),
+while that thread also runs ``llama_decode`` on the model. ctypes releases the GIL for
+every C call, so C calls really do overlap. Two rules make every method safe to call from
+any thread:
+
+- No buffer is shared between calls: each C call writes into a buffer of its own. (A
+  single shared piece buffer let two threads read each other's bytes and cache a token's
+  piece wrongly for the life of the process.)
+- Every call into llama.cpp's tokenizer goes through ``_c_lock``. llama.cpp documents its
+  vocabulary as read-only after loading, but the lock costs about a microsecond uncontended
+  and makes this independent of how a given llama.cpp version implements tokenizer caches.
+
+``_c_lock`` is a leaf lock: nothing else is ever acquired while it is held, so it may be
+taken under any other lock of the server (lock order: app/engine/scheduler.py). Pieces and
+end-of-generation flags are memoised per token; two threads filling the same entry write
+the same value, so the dictionaries need no lock of their own.
 """
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import threading
 from pathlib import Path
 
 from app.engine.llama_lib import import_llama, silence_llama_logs
@@ -19,8 +39,9 @@ class LlamaVocab:
         self.vocab = vocab
         self._owner = owner  # a vocab-only model to free with us
         self.n_vocab = int(ll.llama_vocab_n_tokens(vocab))
-        self._piece_buf = ctypes.create_string_buffer(256)
+        self._c_lock = threading.Lock()  # leaf lock around every tokenizer C call
         self._piece_cache: dict[int, bytes] = {}
+        self._eog_cache: dict[int, bool] = {}
 
     @classmethod
     def load(cls, model_path: Path) -> LlamaVocab:
@@ -41,13 +62,15 @@ class LlamaVocab:
     def tokenize(self, text: str, add_bos: bool = False, special: bool = False) -> list[int]:
         data = text.encode("utf-8")
         capacity = len(data) + 8
-        buf = (self.ll.llama_token * capacity)()
-        n = self.ll.llama_tokenize(self.vocab, data, len(data), buf, capacity, add_bos, special)
-        if n < 0:
-            capacity = -n
+        with self._c_lock:
             buf = (self.ll.llama_token * capacity)()
             n = self.ll.llama_tokenize(self.vocab, data, len(data), buf, capacity, add_bos,
                                        special)
+            if n < 0:
+                capacity = -n
+                buf = (self.ll.llama_token * capacity)()
+                n = self.ll.llama_tokenize(self.vocab, data, len(data), buf, capacity, add_bos,
+                                           special)
         return list(buf[:n])
 
     def token_bytes(self, token: int) -> bytes:
@@ -55,21 +78,31 @@ class LlamaVocab:
         cached = self._piece_cache.get(token)
         if cached is not None:
             return cached
-        n = self.ll.llama_token_to_piece(self.vocab, token, self._piece_buf, 256, 0, False)
-        if n < 0:
-            big = ctypes.create_string_buffer(-n)
-            n = self.ll.llama_token_to_piece(self.vocab, token, big, -n, 0, False)
-            piece = big.raw[:n]
-        else:
-            piece = self._piece_buf.raw[:n]
+        piece = self._piece(token)
         self._piece_cache[token] = piece
         return piece
+
+    def _piece(self, token: int) -> bytes:
+        """Ask llama.cpp for one token's bytes, in a buffer no other call shares."""
+        size = 64
+        with self._c_lock:
+            while True:
+                buf = ctypes.create_string_buffer(size)
+                n = self.ll.llama_token_to_piece(self.vocab, token, buf, size, 0, False)
+                if n >= 0:
+                    return buf.raw[:n]
+                size = -n
 
     def detokenize(self, tokens: list[int]) -> str:
         return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", "replace")
 
     def is_eog(self, token: int) -> bool:
-        return bool(self.ll.llama_vocab_is_eog(self.vocab, token))
+        cached = self._eog_cache.get(token)
+        if cached is None:
+            with self._c_lock:
+                cached = bool(self.ll.llama_vocab_is_eog(self.vocab, token))
+            self._eog_cache[token] = cached
+        return cached
 
     def identity(self) -> str:
         """A fingerprint of the tokenizer: size plus a hash of a sample of pieces."""

@@ -143,7 +143,7 @@ class EngineWorker:
         self._seq = itertools.count()
         self._pending = 0
         self._running = 0
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # lock order: app/engine/__init__.py
         self._idle = threading.Condition(self._lock)
         self._accepting = True
 
