@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.engine.engine import Engine, GenerationRequest, GenerationResult
 from app.engine.worker import PRIORITY_REQUEST, EngineWorker
-from app.pathology import diagnose
+from app.pathology import diagnose, loop_cut, loops
 from app.prompts import PromptFormat, TranslationPrompt, render_plain_chat, tokenize_prompt
 from app.sessions import DraftPlan, Session, SessionStore
 from drafters.chain import DEFAULT_ORDER
@@ -47,7 +47,8 @@ class TranslateOptions:
     # Faithful finals (see ``update_beta`` and README "Faithful finals"): the beta of a
     # final update (None: the same as partials), whether outputs that ``app.pathology``
     # diagnoses are refused as drafts, and whether a pathological final is translated once
-    # more, from scratch, with the stronger prompt.
+    # more, from scratch, with the stronger prompt (and cut where its loop starts when it
+    # still loops).
     final_beta: float | None = 0.0
     draft_guard: bool = False  # measured: with unbiased finals it costs speed and calm only
     final_retry: bool = True
@@ -135,6 +136,7 @@ class UpdateOutcome:
     retry_ms: float = 0.0  # what the retry cost (included in ``result.decode_ms``)
     draft: list[int] = field(default_factory=list)  # the next update's draft
     dropped: str | None = None  # why the output is no draft ("loop", "copy", ...)
+    cut: bool = False  # a looping final's text was cut where the loop starts
 
 
 def _generate(engine: Engine, prompt: TranslationPrompt, opts: TranslateOptions, beta: float,
@@ -183,8 +185,10 @@ def translate_update(
 
     ``examples`` are the prompt's example pairs (for the leakage detector); ``retry_prompt``
     is the stronger prompt a pathological final is translated again with, from scratch
-    (``opts.final_retry``); the retry's answer is kept only when it is clean. A streamed
-    update (``on_text``) is never retried: its text has gone out already.
+    (``opts.final_retry``, every kind including ``loop``); the retry's answer is kept only
+    when it is clean. A final that still loops is cut where the loop starts (``cut_loop``).
+    A streamed update (``on_text``) is neither retried nor cut: its text has gone out
+    already. A looping output is never the next draft.
     """
     rt = engine.rt
     draft = list(draft_tokens) if draft_tokens is not None else []
@@ -204,43 +208,84 @@ def translate_update(
         bias_limit = len(draft) if not opts.unbiased_tail else bias_limit
     result = _generate(engine, prompt, opts, update_beta(opts, is_final), draft, bias_limit,
                        chain, cancel, on_text)
-    pathology = diagnose_output(result, prompt.source, opts, examples)
-    retried, retry_ms = None, 0.0
+    cap = translation_token_cap(rt, prompt.source)
+    pathology = diagnose_output(result, prompt.source, opts, examples, cap)
+    retried, retry_ms, cut = None, 0.0, False
     # Not for a streamed answer (``on_text``): its text is out already and cannot change.
-    if (is_final and opts.final_retry and retry_prompt is not None and pathology
-            and pathology != "loop" and on_text is None
-            and result.finish_reason != "cancelled"):
-        first = result
-        again = _generate(engine, retry_prompt, opts, 0.0, [], 0, None, cancel, None)
-        retry_ms = again.decode_ms
-        verdict = diagnose_output(again, prompt.source, opts, examples)
-        # the retry's answer replaces the first only when it is no pathology itself
-        result = again if verdict is None else first
-        if verdict is None:
-            result.decode_ms += first.decode_ms
-            result.forward_passes += first.forward_passes
-            result.drafts.merge(first.drafts)
-        else:
-            result.decode_ms += retry_ms
-            result.forward_passes += again.forward_passes
-        retried, pathology = pathology, (None if verdict is None else pathology)
+    repairable = is_final and on_text is None and result.finish_reason != "cancelled"
+    if repairable and pathology and opts.final_retry and retry_prompt is not None:
+        retried = pathology
+        result, pathology, retry_ms = _retry(engine, result, pathology, prompt.source, opts,
+                                             examples, retry_prompt, cancel, cap)
+    if repairable and pathology == "loop" and opts.final_retry:
+        result, cut = cut_loop(result, ran_away(result, opts, cap))
     shown = masked_tokens(result.tokens, opts.mask_k, is_final)
     display = result.text if shown is result.tokens else rt.detokenize(shown)
     guard = pathology if opts.draft_guard else None
+    # a loop is no draft whatever the guard: biased, the next update would keep repeating it
+    if pathology == "loop":
+        guard = "loop"
     dropped = "loop" if result.runaway else guard
     return UpdateOutcome(result=result, display=display.strip(), pathology=pathology,
                          retried=retried, retry_ms=retry_ms, draft=next_draft(result, guard),
-                         dropped=dropped)
+                         dropped=dropped, cut=cut)
+
+
+def _retry(engine: Engine, first: GenerationResult, pathology: str, source: str,
+           opts: TranslateOptions, examples: list[tuple[str, str]] | None,
+           retry_prompt: TranslationPrompt, cancel: threading.Event | None,
+           cap: int) -> tuple[GenerationResult, str | None, float]:
+    """A pathological final translated once more: from scratch (no draft, no drafters),
+    verified without bias, with the stronger prompt. Returns the result to keep, its
+    pathology and what the retry cost.
+
+    The retry's answer replaces the first only when it is clean, not empty and not
+    cancelled; the kept result carries the decode time and forward passes of both attempts.
+    """
+    again = _generate(engine, retry_prompt, opts, 0.0, [], 0, None, cancel, None)
+    verdict = diagnose_output(again, source, opts, examples, cap)
+    if verdict is None and again.text.strip() and again.finish_reason != "cancelled":
+        again.decode_ms += first.decode_ms
+        again.forward_passes += first.forward_passes
+        again.drafts.merge(first.drafts)
+        return again, None, again.decode_ms - first.decode_ms
+    first.decode_ms += again.decode_ms
+    first.forward_passes += again.forward_passes
+    return first, pathology, again.decode_ms
+
+
+def cut_loop(result: GenerationResult, runaway: bool) -> tuple[GenerationResult, bool]:
+    """A looping final's text cut where the loop starts (``app.pathology.loop_cut``): the
+    text before the repetition, with one copy of the repeated span. Returns the result
+    and whether it was cut.
+
+    Only the text changes: the tokens, usage and draft counts stay what the engine decoded
+    (a final's tokens are no draft: its segment is over). An output that ran into the
+    length cap without a repetition to cut at is left as it is.
+    """
+    end = loop_cut(result.text, runaway=runaway)
+    if end is None:
+        return result, False
+    return replace(result, text=result.text[:end]), True
+
+
+def ran_away(result: GenerationResult, opts: TranslateOptions, cap: int) -> bool:
+    """The output was cut off rather than finished: the engine's loop detector ended it, or
+    it reached the server's length cap ``cap`` (``translation_token_cap``). A client's own
+    ``max_tokens`` below that cap truncates a translation where the client asked: that is
+    no loop, and retrying it would only cost a second translation cut at the same length."""
+    return result.looped or (result.finish_reason == "length" and opts.max_tokens >= cap)
 
 
 def diagnose_output(result: GenerationResult, source: str, opts: TranslateOptions,
-                    examples: list[tuple[str, str]] | None) -> str | None:
-    """``app.pathology.diagnose`` for a translation of ``source`` (None when the pair is
-    one language: a copy is then no error)."""
+                    examples: list[tuple[str, str]] | None, cap: int) -> str | None:
+    """``app.pathology.diagnose`` for a translation of ``source`` whose length cap was
+    ``cap`` (only ``loop`` when the pair is one language: a copy is then no error)."""
+    runaway = ran_away(result, opts, cap)
     if opts.source_lang == opts.target_lang:
-        return "loop" if result.runaway else None
+        return "loop" if runaway or loops(result.text) else None
     return diagnose(result.text, source, opts.target_lang, examples=examples or (),
-                    runaway=result.runaway)
+                    runaway=runaway)
 
 
 class Translator:

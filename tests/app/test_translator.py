@@ -1,18 +1,23 @@
-"""translate_update on the real model: the two mask-k variants and the length guard."""
+"""translate_update on the real model: the two mask-k variants, the length guard, and what
+happens to a looping final (retried, then cut where the loop starts)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 
+import pytest
+
 from app.engine.engine import GenerationResult
 from app.engine.verify import top2_gap
-from app.prompts import FewShotFormat, tokenize_prompt
+from app.pathology import loops
+from app.prompts import FewShotFormat, TranslationPrompt, ours, tokenize_prompt, user
 from app.sessions import Session, SessionStore
 from app.translator import (
     TranslateOptions,
     TranslationOutcome,
     Translator,
+    UpdateOutcome,
     masked_tokens,
     next_draft,
     trailing_punctuation,
@@ -166,3 +171,109 @@ def test_a_prediction_is_the_draft_and_leaves_the_session_alone(engine) -> None:
     out = asyncio.run(translator.translate("Good morning", opts, is_final=True,
                                            prediction="Guten Morgen"))
     assert out.session_id is None and out.result.drafts.ssbd_proposed > 0
+
+
+# -- looping finals ---------------------------------------------------------------------------
+# A loop is forced where the test needs one on any machine: the SSBD paper's biased final
+# (``final_beta=None``) at beta 0.99 keeps any draft, and this draft loops.
+LOOP_SOURCE = "Text captions are shown on the screen."
+LOOP_DRAFT = " Text-Caption-Text-Caption-Text-Caption-Text-Caption-Text-Caption"
+# A retry prompt whose examples loop and whose answer starts in a loop: its answer loops too.
+LOOPING_RETRY = TranslationPrompt(
+    parts=(ours("English: Text here\nGerman: Text-Text-Text-Text-Text-Text-Text-Text-Text\n\n"
+                "English: Caption\nGerman: Caption-Caption-Caption-Caption-Caption-Caption\n\n"
+                "English:"), user(" " + LOOP_SOURCE), ours("\nGerman: Text-Text-Text-Text")),
+    source=LOOP_SOURCE, stop_at_newline=True)
+
+
+def _final(engine, source: str, lang: str, opts: TranslateOptions,  # noqa: ANN001
+           draft: str = "", retry_prompt: TranslationPrompt | None = None) -> UpdateOutcome:
+    """A final through ``translate_update`` as the server runs it (examples, retry prompt)."""
+    return translate_update(
+        engine, FMT.translation(source, "en", lang), opts, True,
+        draft_tokens=engine.rt.tokenize(draft, add_bos=False) if draft else [],
+        examples=FMT.examples("en", lang),
+        retry_prompt=retry_prompt or FMT.retry_translation(source, "en", lang))
+
+
+def test_a_looping_final_is_retried(engine) -> None:
+    """The user's report: "...Text-Caption-Text-Caption-Text-Text" reached the screen because
+    a loop was the one pathology never retried."""
+    biased = TranslateOptions(target_lang="de", beta=0.99, final_beta=None)
+    as_it_was = _final(engine, LOOP_SOURCE, "de",
+                       TranslateOptions(target_lang="de", beta=0.99, final_beta=None,
+                                        final_retry=False), LOOP_DRAFT)
+    assert as_it_was.pathology == "loop" and loops(as_it_was.result.text)
+    assert as_it_was.retried is None and not as_it_was.cut
+    out = _final(engine, LOOP_SOURCE, "de", biased, LOOP_DRAFT)
+    assert out.retried == "loop" and out.retry_ms > 0
+    assert not loops(out.result.text) and out.result.text.strip()
+    assert out.display == out.result.text.strip()
+    # the retry from scratch is clean, or the first answer is cut where its loop starts
+    assert out.pathology is None or (out.pathology == "loop" and out.cut)
+
+
+def test_a_final_that_loops_again_is_cut_where_the_loop_starts(engine) -> None:
+    """A retry that loops too is not shown: the first answer is, cut before its repetition,
+    flagged ``loop`` (tokens and usage stay what the engine decoded)."""
+    biased = TranslateOptions(target_lang="de", beta=0.99, final_beta=None)
+    out = _final(engine, LOOP_SOURCE, "de", biased, LOOP_DRAFT, retry_prompt=LOOPING_RETRY)
+    assert out.retried == "loop" and out.pathology == "loop" and out.cut
+    assert out.result.text.strip() == "Text-Caption" == out.display
+    assert engine.rt.detokenize(out.result.tokens).strip().startswith("Text-Caption-Text-")
+    assert out.draft == [] and out.dropped == "loop"
+
+
+@pytest.mark.parametrize("source, lang", [
+    ("For instance, in", "de"),
+    ("There are however", "zh"),
+    ("But to begin with, what is lexical borrowing and why it matters", "ja"),
+])
+def test_sources_the_model_answers_with_a_loop(engine, source: str, lang: str) -> None:
+    """Finals seen looping in eval records (ACL 60/60) at the default settings. Which of
+    them loop on a given machine, and what the retry gives, turns on near-ties (the same
+    final decoded twice on one engine, with its prompt cached the second time, has flipped
+    between a loop and a copy): whatever happens, the text shown does not loop, and a cut
+    text is the start of what the engine decoded."""
+    out = _final(engine, source, lang, TranslateOptions(target_lang=lang))
+    assert not loops(out.result.text) and out.result.text.strip()
+    if out.pathology == "loop" and loops(engine.rt.detokenize(out.result.tokens)):
+        assert out.cut and out.retried
+    if out.cut:
+        decoded = engine.rt.detokenize(out.result.tokens).strip()
+        assert decoded.startswith(out.result.text.strip()) and decoded != out.display
+
+
+def test_a_final_cut_by_the_clients_max_tokens_is_no_loop(engine) -> None:
+    """A request's own ``max_tokens`` ends the text where the client asked: not retried as
+    a loop (the server's cap, 3 x the source's tokens + 16, is what makes a runaway)."""
+    out = _final(engine, "The committee met on Tuesday evening to discuss the budget.", "de",
+                 TranslateOptions(target_lang="de", max_tokens=3))
+    assert out.result.finish_reason == "length" and out.result.runaway
+    assert out.pathology != "loop" and out.retried != "loop" and not out.cut
+
+
+def test_a_looping_partial_is_no_draft_and_is_not_retried(engine) -> None:
+    prompt = FMT.translation("Text captions are", "en", "de")
+    out = translate_update(engine, prompt, TranslateOptions(target_lang="de", beta=0.99), False,
+                           draft_tokens=engine.rt.tokenize(LOOP_DRAFT, add_bos=False),
+                           examples=FMT.examples("en", "de"))
+    assert out.pathology == "loop" and out.dropped == "loop" and out.draft == []
+    assert out.retried is None and not out.cut
+
+
+def test_the_translator_retries_a_looping_final_unless_it_was_streamed(engine) -> None:
+    """``Translator.translate`` is what HTTP and the WebSocket call: a final with a looping
+    answer comes back retried; a streamed one is flagged only (its text is out already)."""
+    translator, _ = _translator(engine)
+    opts = TranslateOptions(target_lang="de", beta=0.99, final_beta=None)
+    out = asyncio.run(translator.translate(LOOP_SOURCE, opts, is_final=True,
+                                           prediction=LOOP_DRAFT.strip()))
+    assert out.retried == "loop" and not loops(out.text)
+    assert out.pathology is None or out.pathology == "loop"
+    streamed: list[str] = []
+    out = asyncio.run(translator.translate(LOOP_SOURCE, opts, is_final=True,
+                                           prediction=LOOP_DRAFT.strip(),
+                                           on_text=streamed.append))
+    assert out.retried is None and out.pathology == "loop"
+    assert "".join(streamed) == out.result.text and loops(out.text)
