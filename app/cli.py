@@ -65,19 +65,76 @@ def _serve(args: argparse.Namespace) -> int:
     }
     settings = load_settings(**overrides)
     settings.check_files()
-    resolve_model_path(settings.model)  # a missing model is one line now, not in a thread
-    configure_omp_wait(settings.omp_wait_policy)
+    configure_omp_wait(settings.omp_wait_policy)  # before llama.cpp loads
+    _check_model_loads(settings.model)  # a bad model is one line now, not in a thread
     configure_logging(settings.log_level, settings.log_format)
+    check_listen_address(settings.host, settings.port)
     from app.server import create_app
 
-    app = create_app(settings)
+    failures: list[str] = []
+    server = None
+
+    def stop_on_load_error(message: str) -> None:
+        failures.append(message)
+        if server is not None:
+            server.should_exit = True
+
+    app = create_app(settings, on_load_error=stop_on_load_error)
     # uvicorn's access log is off (the server logs each request once, with its id) and its
     # own log config is not applied (its loggers go through ours, text or JSON)
     config = uvicorn.Config(app, host=settings.host, port=settings.port,
                             log_level=settings.log_level, access_log=False, log_config=None,
                             timeout_graceful_shutdown=int(settings.shutdown_grace_s))
-    GracefulServer(config).run()
+    server = GracefulServer(config)
+    server.run()
+    if failures:
+        raise UsageError(f"{failures[0]} ({settings.model or 'the bundled model'})")
     return 0
+
+
+def _check_model_loads(model: str | None) -> None:
+    """The file exists, is GGUF, and llama.cpp reads its header and vocabulary (no weights:
+    a fraction of a second), so a broken file is refused before the server starts."""
+    import logging
+
+    from app.loader import load_vocab
+
+    path = resolve_model_path(model)
+    llama_log = logging.getLogger("livetrans.llama")  # its C error lines; ours is the one
+    llama_log.disabled = True
+    try:
+        load_vocab(path).close()
+    except RuntimeError:
+        raise UsageError(f"llama.cpp cannot load {path}: the file is damaged or not a "
+                         "model llama.cpp supports") from None
+    finally:
+        llama_log.disabled = False
+
+
+def check_listen_address(host: str, port: int) -> None:
+    """Fail with one line before uvicorn tries (its own failure is several log lines and
+    exit code 3): a port in use, a host that is no address of this machine."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise UsageError(f"cannot listen on --host {host!r}: {exc}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise UsageError(f"port {port} on {host} is in use (another server?); "
+                                 "pass --port with a free port") from None
+            if exc.errno == errno.EACCES:
+                raise UsageError(f"no permission to listen on port {port}; pass --port "
+                                 "1024 or above") from None
+            raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
 def _graceful_server_class():
@@ -152,6 +209,8 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "bench-concurrency": ("eval.concurrency_bench", "main",
                           "C concurrent streams: --parallel 1 vs --parallel C"),
     "bench-events": ("eval.events_bench", "main", "fan-out and room viewers: what they cost"),
+    "numerics": ("eval.numerics_bench", "main",
+                 "how batch shapes move logits and when that changes an output"),
 }
 
 
@@ -210,6 +269,17 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_USAGE
 
 
+USER_HELP = """\
+livetrans: an OpenAI-compatible streaming translation server for live captions.
+
+Start the server with `livetrans serve` (the bundled Gemma 3 270M model, on
+http://127.0.0.1:8000), then send speech-recognition updates to /v1/chat/completions
+(any OpenAI SDK) or stream them over the WebSocket /v1/live. `livetrans caption --file
+eval/samples/asr_sample_en.jsonl --target-lang de` shows live captions from a sample
+stream. Every command below takes --help.
+"""
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -220,7 +290,7 @@ def _version() -> str:
 
 
 def _main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="livetrans", description=__doc__,
+    parser = argparse.ArgumentParser(prog="livetrans", description=USER_HELP,
                                      formatter_class=PlainHelp)
     parser.add_argument("--version", action="version", version=f"livetrans {_version()}",
                         help="print the installed livetrans version and exit")

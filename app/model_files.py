@@ -35,9 +35,28 @@ def resolve_model_path(model: str | Path | None) -> Path:
     if model is None or str(model) in ("", "default", DEFAULT_MODEL_ID):
         return default_model_path()
     path = Path(model).expanduser()
+    if path.is_dir():
+        raise ModelFileError(f"{path} is a folder; --model takes a GGUF file")
     if not path.is_file():
         raise ModelFileError(f"Model file not found: {path}")
+    check_gguf(path)
     return path
+
+
+GGUF_MAGIC = b"GGUF"
+
+
+def check_gguf(path: Path) -> None:
+    """Refuse a file that is not GGUF before llama.cpp is handed it (its own failure is a
+    C log and a bare NULL, which reach a user as a traceback)."""
+    try:
+        with path.open("rb") as f:
+            magic = f.read(len(GGUF_MAGIC))
+    except OSError as exc:
+        raise ModelFileError(f"cannot read the model file {path}: {exc.strerror}") from None
+    if magic != GGUF_MAGIC:
+        raise ModelFileError(f"{path} is not a GGUF model file (it does not start with "
+                             "'GGUF'); --model takes a .gguf file such as llama.cpp loads")
 
 
 def model_id_for(path: Path) -> str:

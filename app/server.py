@@ -14,6 +14,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 
 from asgi_correlation_id import CorrelationIdMiddleware, correlation_id
@@ -72,12 +73,17 @@ def _load_engine(state: ServerState) -> None:
         log.info("model %s loaded in %.1fs (prompt format: %s, drafters: %s, %d sequences)",
                  model.path.name, time.perf_counter() - t0, fmt.name, chains.describe(),
                  runtime.n_seq)
-    except Exception as exc:  # noqa: BLE001 - reported through /health
-        log.exception("model failed to load")
-        state.load_error = f"model failed to load: {exc}"
+    except Exception as exc:  # noqa: BLE001 - reported through /health and on_load_error
+        log.debug("model failed to load", exc_info=True)
+        state.load_error = "model failed to load: " + (" ".join(str(exc).split())
+                                                       or type(exc).__name__)
+        log.error("%s", state.load_error)
 
 
-def create_app(settings: Settings | None = None, load_in_background: bool = True) -> FastAPI:
+def create_app(settings: Settings | None = None, load_in_background: bool = True,
+               on_load_error: Callable[[str], None] | None = None) -> FastAPI:
+    """The ASGI app. The model loads on a thread while the server starts (``/health`` says
+    ``loading``); ``on_load_error`` is told if it fails (``serve`` then exits, one line)."""
     settings = settings or Settings()
     model_path = resolve_model_path(settings.model)
     model_id = settings.model_alias or model_id_for(model_path)
@@ -91,7 +97,12 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        loader = threading.Thread(target=_load_engine, args=(state,), daemon=True)
+        def load() -> None:
+            _load_engine(state)
+            if state.load_error and on_load_error is not None:
+                on_load_error(state.load_error)
+
+        loader = threading.Thread(target=load, daemon=True)
         loader.start()
         if not load_in_background:
             loader.join()

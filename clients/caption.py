@@ -5,7 +5,7 @@
     livetrans caption --audio talk.wav [--fast] --target-lang de    (or --audio - for PCM)
 
 It replays recorded ASR streams (JSONL, one utterance per line with timed partial/final
-events; see shared/data/asr_partials/README.md) in real time, honouring the ``t`` offsets
+events; the format of eval/samples/asr_sample_en.jsonl) in real time, honouring the ``t`` offsets
 (``--speed 2`` is twice as fast, ``--fast`` sends as fast as possible), or reads partials
 from stdin, one JSON object per line (``{"type": "partial"|"final", "text": ...}``), so any
 real ASR can be piped in, or runs the embedded PocketSphinx ASR on speech (``--audio``: a

@@ -1,7 +1,7 @@
 """``livetrans load-test``: many live-caption sessions plus HTTP traffic against one server.
 
     livetrans load-test --server http://127.0.0.1:8000 --sessions 50 --updates 100 \\
-        --asr-file shared/data/asr_partials/acl6060_dev_en.jsonl --http-clients 4
+        --asr-file eval/samples/asr_sample_en.jsonl --http-clients 4
 
 Loopback only, bounded: each WebSocket session replays ASR partial streams (in real time
 by default, ``--speed`` to change) until it has sent ``--updates`` updates, while

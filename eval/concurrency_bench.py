@@ -1,7 +1,7 @@
 """``livetrans bench-concurrency``: C concurrent live streams, ``--parallel 1`` vs ``--parallel C``.
 
-    livetrans bench-concurrency --flores-dir shared/data/flores200 \\
-        --asr-file shared/data/asr_partials/flores200_dev_en.jsonl --concurrency 1,2,4,8
+    livetrans bench-concurrency --flores-dir eval/samples/flores_layout \\
+        --asr-file eval/samples/asr_sample_en.jsonl --concurrency 1,2,4,8
 
 One run, one machine, both configurations side by side: for every C a real server with one
 sequence (``--parallel 1``: one generation at a time, the baseline) and a real server with

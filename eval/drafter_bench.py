@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     fmt = model.prompt_format
     builder = ChainBuilder(args.dict_dir, rt.tok.identity(), budget=args.budget)
     chains = [c.split(",") for c in args.chains.split(";")]
-    for lang in args.langs.split(","):
+    for lang in args.langs:
         pairs = read_flores_pair(args.flores_dir, args.split, "en", lang)[: args.limit]
         names = ["ar"] + ["+".join(c) for c in chains]
         totals = {n: {"ms": 0.0, "tokens": 0, "passes": 0, "same": 0, "drafters": {}}

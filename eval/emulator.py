@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.split}")
     table = Table(["lang", "config", "speedup", "cost-aware speedup", "coverage", "MAL",
                    "acceptance", "notes"])
-    for lang in args.langs.split(","):
+    for lang in args.langs:
         refs = read_flores(args.flores_dir, args.split, lang)[: args.limit]
         srcs = read_flores(args.flores_dir, args.split, "en")[: args.limit]
         targets = [vocab.tokenize(" " + r) for r in refs]

@@ -1,6 +1,6 @@
 """``livetrans bench-events``: what fan-out and room viewers cost (README "Events").
 
-    livetrans bench-events --flores-dir ../shared/data/flores200 --sentences 3 \\
+    livetrans bench-events --flores-dir eval/samples/flores_layout --sentences 3 \\
         --viewers 200 --out eval/reports/2026-11-23-events
 
 One in-process server (``eval.local_server.LocalServer``), FLORES dev lag-3, closed loop

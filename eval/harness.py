@@ -40,7 +40,7 @@ from drafters.chain import DEFAULT_ORDER
 from eval.datasets.acl6060 import read_acl_pair
 from eval.datasets.aligned import DatasetNotFoundError
 from eval.datasets.asr_partials import read_asr_streams
-from eval.datasets.flores import read_flores, read_flores_pair
+from eval.datasets.flores import language_arg, read_flores, read_flores_pair
 from eval.datasets.streams import Stream, lag_k_stream
 from eval.display_eval import display_report, parse_modes
 from eval.methods import Method, parse_methods, run_stream
@@ -208,8 +208,9 @@ def main(argv: list[str] | None = None) -> int:
                          "(without it, ASR streams have no references)")
     ap.add_argument("--split", default="dev",
                     help="split: dev or devtest (FLORES), dev or eval (ACL 60/60)")
-    ap.add_argument("--source-lang", default="en", help="language of the source text")
-    ap.add_argument("--langs", default="de",
+    ap.add_argument("--source-lang", default="en", type=language_arg,
+                    help="language of the source text")
+    ap.add_argument("--langs", default=["de"], type=comma_list(language_arg, "a language code"),
                     help="comma-separated target languages (ISO 639-1 or FLORES codes)")
     ap.add_argument("--limit", type=int, default=100, help="streams per language")
     ap.add_argument("--offset", type=int, default=0, help="streams skipped first, per language")
@@ -249,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     records_path = args.out / "records.jsonl"
-    langs = args.langs.split(",")
+    langs = args.langs
     try:
         methods = expand_methods(args)
     except ValueError as exc:

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="folder for records.jsonl, summary.json, tables.md and plots")
     args = ap.parse_args(argv)
     forwarded = ["--dataset", "flores", "--flores-dir", str(args.flores_dir), "--split",
-                 args.split, "--langs", args.langs, "--limit", str(args.limit), "--lag",
+                 args.split, "--langs", ",".join(args.langs), "--limit", str(args.limit), "--lag",
                  str(args.lag), "--mask-k", args.mask_k, "--methods", args.methods,
                  "--betas", "", "--out", str(args.out)]
     if args.model:

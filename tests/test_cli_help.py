@@ -77,3 +77,13 @@ def test_every_option_has_plain_help(argv, monkeypatch, capsys) -> None:
     markup = [flags for flags, text in checked if "``" in (text or "")]
     assert not markup, f"help with ``markup``: {markup}"
     assert "``" not in out
+    # help speaks to users of a clone: no paths of our development machines
+    assert "shared/" not in out, "help names a shared/ path a clone does not have"
+
+
+def test_top_level_help_speaks_to_users(capsys) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert "livetrans serve" in out and "translation server" in out
+    assert "UsageError" not in out and "``" not in out

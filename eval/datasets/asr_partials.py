@@ -1,5 +1,5 @@
 """ASR partial streams: JSONL, one utterance a line, ``{"id", "reference", "events": [{"t",
-"type": "partial"|"final", "text"}]}`` (see shared/data/asr_partials/README.md)."""
+"type": "partial"|"final", "text"}]}`` (the format of eval/samples/asr_sample_en.jsonl)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from eval.datasets.streams import Stream, Update
 def read_asr_streams(path: Path | None, limit: int | None = None) -> list[Stream]:
     if path is None:
         raise DatasetNotFoundError(
-            "no ASR partials file given: pass --asr-file (e.g. shared/data/asr_partials/...)")
+            "no ASR partials file given: pass --asr-file (e.g. eval/samples/asr_sample_en.jsonl)")
     path = Path(path)
     if not path.is_file():
         raise DatasetNotFoundError(
             f"ASR partials file not found: {path}. Record one with any streaming ASR "
-            "(timed partial/final events per utterance, JSONL) or use shared/data/asr_partials")
+            "(timed partial/final events per utterance, JSONL) or try eval/samples/asr_sample_en.jsonl")
     streams = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from app.prompts import UnsupportedLanguageError, check_language
+from app.usage import comma_list
 from eval.datasets.aligned import DatasetNotFoundError, aligned_pairs, read_segments
 
 ISO_TO_FLORES = {
@@ -24,6 +26,20 @@ SOURCE_HINT = (
 
 def flores_code(lang: str) -> str:
     return ISO_TO_FLORES.get(lang, lang)
+
+
+def iso_code(lang: str) -> str:
+    """``deu_Latn`` -> ``de`` (a FLORES code given where an ISO 639-1 one is meant)."""
+    return next((iso for iso, code in ISO_TO_FLORES.items() if code == lang), lang)
+
+
+def language_arg(code: str) -> str:
+    """argparse type: a language the prompts support, as its ISO 639-1 code (FLORES codes
+    accepted), so ``--langs xx`` says "unsupported language", not "file missing"."""
+    try:
+        return check_language(iso_code(code.strip()), "lang")
+    except UnsupportedLanguageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def flores_path(root: Path | None, split: str, lang: str) -> Path:
@@ -50,7 +66,8 @@ def add_flores_options(parser: argparse.ArgumentParser, *, langs: str,
                         help="FLORES-200 folder holding dev/ and devtest/ "
                              "(see README 'Evaluation data')")
     parser.add_argument("--split", default="dev", help="FLORES split: dev or devtest")
-    parser.add_argument("--langs", default=langs,
+    parser.add_argument("--langs", default=langs.split(","),
+                        type=comma_list(language_arg, "a language code"),
                         help="comma-separated target languages (ISO 639-1 or FLORES codes)")
     parser.add_argument("--limit", type=int, default=limit,
                         help="sentences per language (default: all)" if limit is None

@@ -132,3 +132,55 @@ def test_help_is_plain_text_with_defaults(command, capsys) -> None:
     out = capsys.readouterr().out
     assert "``" not in out and "usage: livetrans " + command in out
     assert "(default:" in out or "default:" in out
+
+
+# -- the model file, the listening address, a client without a server ------------------------
+
+def test_a_file_that_is_no_gguf_is_refused_before_serving(tmp_path) -> None:
+    text = tmp_path / "README.md"
+    text.write_text("# not a model\n")
+    _one_line_error(_run("serve", "--model", str(text)), "not a GGUF model file")
+    _one_line_error(_run("serve", "--model", str(tmp_path)), "is a folder")
+    empty = tmp_path / "empty.gguf"
+    empty.write_bytes(b"")
+    _one_line_error(_run("serve", "--model", str(empty)), "not a GGUF model file")
+
+
+def test_a_damaged_gguf_is_refused_before_serving(tmp_path) -> None:
+    damaged = tmp_path / "damaged.gguf"
+    damaged.write_bytes(b"GGUF\x03\x00\x00\x00" + os.urandom(64))
+    _one_line_error(_run("serve", "--model", str(damaged), "--port", str(free_port())),
+                    "cannot load", str(damaged))
+
+
+def test_a_busy_port_and_a_bad_host_are_one_line() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        _one_line_error(_run("serve", "--port", str(port)), f"port {port}", "in use", "--port")
+    _one_line_error(_run("serve", "--host", "no-such-host.invalid"), "--host")
+
+
+@pytest.mark.parametrize("langs", ["xx", "de,klingon", "zz_Zzzz"])
+def test_an_unknown_language_is_named_with_the_supported_ones(langs, tmp_path) -> None:
+    line = _one_line_error(_run("eval", "--langs", langs, "--out", str(tmp_path)),
+                           "Unsupported language")
+    assert "de" in line and "zh" in line
+
+
+def test_the_sdk_example_without_a_server_is_one_line(tmp_path) -> None:
+    port = free_port()  # nothing listens there
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("LIVETRANS_")}
+    environ["LIVETRANS_SERVER"] = f"http://127.0.0.1:{port}"
+    sample = Path(__file__).resolve().parents[2] / "eval" / "samples" / "asr_sample_en.jsonl"
+    for args, expected in (
+        (["--file", str(sample)], f"127.0.0.1:{port}"),  # LIVETRANS_SERVER is honoured
+        (["--file", str(tmp_path / "missing.jsonl")], "no such file"),
+        ([], "--file"),
+    ):
+        proc = subprocess.run([sys.executable, "-m", "clients.openai_retranslation", *args],
+                              capture_output=True, text=True, timeout=120, env=environ)
+        _one_line_error(proc, expected)
