@@ -13,14 +13,27 @@ from eval.local_server import LocalServer, free_port  # noqa: F401 - re-exported
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+SAMPLES = REPO / "eval" / "samples"
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data not found at {SHARED_DATA}")
-    return SHARED_DATA
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The datasets' folder layout (``flores200/``, ``acl6060/``, ``asr_partials/``,
+    ``mono/``) over the small samples in eval/samples, so every test runs on a fresh clone.
+
+    ``LIVETRANS_TEST_DATA=/path/to/data`` runs the same tests on the full datasets instead.
+    """
+    full = os.environ.get("LIVETRANS_TEST_DATA")
+    if full:
+        return Path(full)
+    root = tmp_path_factory.mktemp("data")
+    (root / "flores200").symlink_to(SAMPLES / "flores_layout")
+    (root / "acl6060").symlink_to(SAMPLES / "acl6060_layout")
+    (root / "mono").symlink_to(SAMPLES / "mono")
+    (root / "asr_partials").mkdir()
+    for name in ("flores200_dev_en.jsonl", "acl6060_dev_en.jsonl"):
+        (root / "asr_partials" / name).symlink_to(SAMPLES / "asr_sample_en.jsonl")
+    return root
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,8 @@ import sys
 from clients.caption import RunStats, main
 
 
-def test_replay_prints_stream_statistics(live_server, shared_data, capsys) -> None:
-    path = shared_data / "asr_partials" / "acl6060_dev_en.jsonl"
+def test_replay_prints_stream_statistics(live_server, data_dir, capsys) -> None:
+    path = data_dir / "asr_partials" / "acl6060_dev_en.jsonl"
     server = live_server.url  # the HTTP address, as users copy it
     assert main(["--server", server, "--file", str(path), "--limit", "2", "--fast", "--quiet",
                  "--json"]) == 0

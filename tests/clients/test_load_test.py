@@ -28,9 +28,9 @@ def test_schedule_has_n_updates_and_every_segment_ends_final() -> None:
                for types in by_seg.values())
 
 
-def test_small_real_load_loses_no_final(live_server, shared_data) -> None:
+def test_small_real_load_loses_no_final(live_server, data_dir) -> None:
     args = argparse.Namespace(
-        server=live_server.url, asr_file=shared_data / "asr_partials" / "acl6060_dev_en.jsonl",
+        server=live_server.url, asr_file=data_dir / "asr_partials" / "acl6060_dev_en.jsonl",
         sessions=4, updates=12, http_clients=1, speed=20.0, target_lang="de", max_seconds=300)
     stats = asyncio.run(run(args))
     assert stats.finals_sent > 0 and stats.finals_captioned == stats.finals_sent

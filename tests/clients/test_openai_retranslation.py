@@ -7,8 +7,8 @@ import json
 from clients.openai_retranslation import main
 
 
-def test_example_runs_a_session_over_http(live_server, shared_data, tmp_path, capsys) -> None:
-    src = shared_data / "asr_partials" / "flores200_dev_en.jsonl"
+def test_example_runs_a_session_over_http(live_server, data_dir, tmp_path, capsys) -> None:
+    src = data_dir / "asr_partials" / "flores200_dev_en.jsonl"
     utterance = json.loads(src.read_text().splitlines()[1])
     utterance["events"] = utterance["events"][-4:]
     path = tmp_path / "one.jsonl"

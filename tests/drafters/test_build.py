@@ -26,8 +26,8 @@ def test_ngrams_are_cut_as_tokenized_in_running_text(vocab) -> None:
     assert all(t.startswith(" ") for t in texts)
 
 
-def test_dictionary_from_the_german_corpus(vocab, shared_data, tmp_path) -> None:
-    corpus = shared_data / "mono" / "de.txt"
+def test_dictionary_from_the_german_corpus(vocab, data_dir, tmp_path) -> None:
+    corpus = data_dir / "mono" / "de.txt"
     drafter, header = build_dictionary(corpus, "de", vocab, "n123", size=20_000, p_min=0.5,
                                        max_lines=3000)
     assert 0 < len(drafter) <= 20_000 and header["tokenizer"] == vocab.identity()
@@ -39,8 +39,8 @@ def test_dictionary_from_the_german_corpus(vocab, shared_data, tmp_path) -> None
     assert loaded.propose(DraftContext(history=history[:-1] or history), 4) or len(loaded) > 0
 
 
-def test_trigram_and_fertility_on_real_text(vocab, shared_data) -> None:
-    lines = read_lines(shared_data / "mono" / "de.txt", 2000)
+def test_trigram_and_fertility_on_real_text(vocab, data_dir) -> None:
+    lines = read_lines(data_dir / "mono" / "de.txt", 2000)
     drafter = build_trigram(lines, "de", vocab)
     assert drafter.n_contexts > 1000
     assert 1.0 < fertility(lines[:200], "de", vocab) < 3.0

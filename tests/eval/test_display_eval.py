@@ -148,12 +148,12 @@ def test_cli_reads_gzipped_records(tmp_path) -> None:
     assert (tmp_path / "hook" / "display.md").read_text() == text
 
 
-def test_real_run_scores_both_modes(shared_data, tmp_path) -> None:
+def test_real_run_scores_both_modes(data_dir, tmp_path) -> None:
     """One small real eval (the model, one FLORES stream), then the display report."""
     from eval.harness import main as harness
 
     out = tmp_path / "run"
-    assert harness(["--dataset", "flores", "--flores-dir", str(shared_data / "flores200"),
+    assert harness(["--dataset", "flores", "--flores-dir", str(data_dir / "flores200"),
                     "--langs", "de", "--limit", "1", "--offset", "5", "--lag", "4",
                     "--methods", "", "--betas", "0.2", "--mask-k", "3",
                     "--out", str(out)]) == 0

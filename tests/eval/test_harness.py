@@ -5,15 +5,15 @@ from __future__ import annotations
 from eval.harness import main
 
 
-def _run(shared_data, out, *extra: str) -> int:
-    return main(["--dataset", "flores", "--flores-dir", str(shared_data / "flores200"),
+def _run(data_dir, out, *extra: str) -> int:
+    return main(["--dataset", "flores", "--flores-dir", str(data_dir / "flores200"),
                  "--langs", "de", "--limit", "2", "--offset", "5", "--lag", "4",
                  "--betas", "0,0.2", "--mask-k", "3", "--out", str(out), *extra])
 
 
-def test_tables_plots_and_resume(shared_data, tmp_path) -> None:
+def test_tables_plots_and_resume(data_dir, tmp_path) -> None:
     full = tmp_path / "full"
-    assert _run(shared_data, full) == 0
+    assert _run(data_dir, full) == 0
     for name in ("records.jsonl", "summary.json", "tables.md", "run.json"):
         assert (full / name).exists()
     assert (full / "plots" / "beta_flores_de.png").exists()
@@ -26,7 +26,7 @@ def test_tables_plots_and_resume(shared_data, tmp_path) -> None:
     lines = (full / "records.jsonl").read_text().splitlines()
     first_stream = [ln for ln in lines if '"stream": "5"' in ln]
     (part / "records.jsonl").write_text("\n".join(first_stream) + "\n")
-    assert _run(shared_data, part) == 0
+    assert _run(data_dir, part) == 0
     resumed = (part / "records.jsonl").read_text().splitlines()
     assert len(resumed) == len(lines)
     # same records -> same quality and flicker columns (timings differ run to run)
@@ -40,9 +40,9 @@ def test_tables_plots_and_resume(shared_data, tmp_path) -> None:
             assert a[key][col] == b[key][col], (key, col)
 
 
-def test_report_only_recomputes_from_records(shared_data, tmp_path) -> None:
+def test_report_only_recomputes_from_records(data_dir, tmp_path) -> None:
     out = tmp_path / "r"
-    assert _run(shared_data, out, "--methods", "ar", "--betas", "") == 0
+    assert _run(data_dir, out, "--methods", "ar", "--betas", "") == 0
     before = (out / "summary.json").read_text()
     assert main(["--out", str(out), "--report-only", "--betas", "", "--mask-k", "3"]) == 0
     assert (out / "summary.json").read_text() == before

@@ -25,8 +25,8 @@ async def _collect_until_done(ws, limit: float = 300) -> list[dict]:
     return out
 
 
-def _stream_events(shared_data, n: int = 2) -> list[dict]:
-    path = shared_data / "asr_partials" / "flores200_dev_en.jsonl"
+def _stream_events(data_dir, n: int = 2) -> list[dict]:
+    path = data_dir / "asr_partials" / "flores200_dev_en.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()[:n]]
 
 
@@ -40,8 +40,8 @@ async def _replay(ws, utterances: list[dict]) -> None:
 
 
 def test_replayed_asr_stream_gives_ordered_captions_and_one_final_each(live_server,
-                                                                        shared_data) -> None:
-    utterances = _stream_events(shared_data, 2)
+                                                                        data_dir) -> None:
+    utterances = _stream_events(data_dir, 2)
 
     async def main() -> list[dict]:
         async with websockets.connect(_ws_url(live_server), max_size=None) as ws:
@@ -486,8 +486,8 @@ def test_a_new_segment_starts_without_a_draft_and_stats_count_drafts_by_source(
 
 
 # -- events: several languages, display modes (issue 14) ------------------------------------
-def test_target_langs_fan_out_with_one_final_per_language(live_server, shared_data) -> None:
-    utterances = _stream_events(shared_data, 2)
+def test_target_langs_fan_out_with_one_final_per_language(live_server, data_dir) -> None:
+    utterances = _stream_events(data_dir, 2)
 
     async def main() -> tuple[dict, list[dict]]:
         async with websockets.connect(_ws_url(live_server), max_size=None) as ws:

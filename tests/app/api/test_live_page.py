@@ -13,10 +13,10 @@ ARTIFACTS = Path(__file__).resolve().parents[3] / "artifacts"
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian package 'chromium' is not installed")
-def test_page_replays_a_stream_and_shows_final_captions(live_server, shared_data,
+def test_page_replays_a_stream_and_shows_final_captions(live_server, data_dir,
                                                          tmp_path) -> None:
     playwright = pytest.importorskip("playwright.sync_api")
-    src = shared_data / "asr_partials" / "flores200_dev_en.jsonl"
+    src = data_dir / "asr_partials" / "flores200_dev_en.jsonl"
     utterances = [json.loads(line) for line in src.read_text().splitlines()[1:3]]
     for utt in utterances:
         utt["events"] = utt["events"][-3:]

@@ -73,9 +73,9 @@ def chromium():
         browser.close()
 
 
-def asr_events(shared_data: Path, utterances: int = 3, partials: int = 3) -> list[dict]:
+def asr_events(data_dir: Path, utterances: int = 3, partials: int = 3) -> list[dict]:
     """The first utterances of the ACL 60/60 dev stream, thinned: a few partials + final each."""
-    src = shared_data / "asr_partials" / "acl6060_dev_en.jsonl"
+    src = data_dir / "asr_partials" / "acl6060_dev_en.jsonl"
     events: list[dict] = []
     for segment, line in enumerate(src.read_text().splitlines()[:utterances]):
         utt = json.loads(line)
@@ -95,10 +95,10 @@ def finals_on(page) -> list[tuple[int, str]]:
 
 
 def test_viewers_see_every_final_of_their_language_once_in_order(
-        keyed_server, chromium, shared_data) -> None:
+        keyed_server, chromium, data_dir) -> None:
     from websockets.sync.client import connect
 
-    events = asr_events(shared_data)
+    events = asr_events(data_dir)
     ws_url = keyed_server.url.replace("http://", "ws://") + "/v1/live"
     with connect(ws_url, additional_headers={"Authorization": f"Bearer {KEY}"},
                  open_timeout=60, max_size=None) as speaker:
@@ -195,12 +195,12 @@ def test_caption_screen_controls_and_language_switch(keyed_server, chromium) -> 
     context.close()
 
 
-def test_operator_page_with_an_api_key(keyed_server, chromium, shared_data, tmp_path) -> None:
+def test_operator_page_with_an_api_key(keyed_server, chromium, data_dir, tmp_path) -> None:
     """A wrong key is shown as an error; the right key connects, the room's viewer links
     point at /watch with the viewer token, and a viewer opened from one (between two talks
     in the room: it waits for the next) sees the next talk's final."""
     stream = tmp_path / "one.jsonl"
-    utt = json.loads((shared_data / "asr_partials" / "acl6060_dev_en.jsonl")
+    utt = json.loads((data_dir / "asr_partials" / "acl6060_dev_en.jsonl")
                      .read_text().splitlines()[2])
     utt["events"] = [{**e, "t": 0.1 * i} for i, e in enumerate(utt["events"][-2:])]
     stream.write_text(json.dumps(utt) + "\n")
