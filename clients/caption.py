@@ -41,7 +41,7 @@ from app.engine.draft_stats import DraftStats
 from app.prefix import normalized_erasure
 from app.usage import PlainHelp, UsageError, comma_list, require_file
 from clients.audio import AudioSource, open_audio
-from clients.urls import default_server, live_url
+from clients.urls import default_server, live_url, watch_url
 from drafters.chain import DEFAULT_ORDER as DRAFTER_NAMES
 
 
@@ -276,6 +276,8 @@ async def run_client(args: argparse.Namespace, utterances: list[dict] | None,
              "beta": args.beta, "mask_k": args.mask_k}
     if args.drafters is not None:
         start["drafters"] = [d for d in args.drafters.split(",") if d]
+    if args.room:
+        start["room"] = args.room
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else None
     url = live_url(args.server)
     try:
@@ -293,6 +295,10 @@ async def run_client(args: argparse.Namespace, utterances: list[dict] | None,
         if ready.get("type") != "ready":
             raise UsageError(f"the server refused the session: {ready.get('code')}: "
                              f"{ready.get('message')}")
+        if args.room:
+            link = watch_url(args.server, args.room, args.target_lang, ready.get("viewer_token"))
+            console.print(f"room {args.room!r}: viewers watch at {link}", markup=False,
+                          highlight=False)
         with CaptionView(console, enabled=not args.quiet) as view:
             receiver = asyncio.create_task(_receiver(ws, stats, view))
             try:
@@ -340,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drafters", default=None, type=comma_list(choices=DRAFTER_NAMES),
                     help="comma-separated drafter names; '' = plain autoregressive")
     ap.add_argument("--api-key", default=None, help="bearer token, if the server needs one")
+    ap.add_argument("--room", default=None,
+                    help="also publish the captions to this room: viewers follow them on "
+                         "the caption screen /watch?room=NAME&lang=LANG (the link is printed)")
     ap.add_argument("--quiet", action="store_true", help="no live rendering, stats only")
     ap.add_argument("--json", action="store_true", help="print the statistics as JSON")
     args = ap.parse_args(argv)

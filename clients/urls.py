@@ -27,3 +27,18 @@ def live_url(server: str) -> str:
         if base.startswith(prefix):
             return ws + base[len(prefix):] + "/v1/live"
     return "ws://" + base + "/v1/live"
+
+
+def watch_url(server: str, room: str, lang: str, token: str | None = None) -> str:
+    """The caption screen of ``room`` in ``lang`` on ``server``, as a viewer opens it."""
+    from urllib.parse import urlencode
+
+    base = server.strip().rstrip("/")
+    for prefix, ws in _SCHEMES.items():
+        if base.startswith(prefix):
+            base = ("https://" if ws == "wss://" else "http://") + base[len(prefix):]
+            break
+    else:
+        base = "http://" + base
+    query = {"room": room, "lang": lang, **({"token": token} if token else {})}
+    return f"{base}/watch?{urlencode(query)}"

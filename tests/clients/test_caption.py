@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+from pathlib import Path
 
 from clients.caption import RunStats, main
 
@@ -47,8 +48,6 @@ def test_the_tracked_sample_replays_without_any_data_beside_the_repo(live_server
                                                                      monkeypatch) -> None:
     """The README's first caption command: the sample in eval/samples, the server from
     ``LIVETRANS_SERVER``."""
-    from pathlib import Path
-
     sample = Path(__file__).resolve().parents[2] / "eval" / "samples" / "asr_sample_en.jsonl"
     monkeypatch.setenv("LIVETRANS_SERVER", live_server.url)
     assert main(["--file", str(sample), "--fast", "--quiet", "--json",
@@ -72,3 +71,32 @@ def test_summary_figures_by_hand() -> None:
     assert words["ne_display"] == round((1 + 1) / (4 + 1), 3)  # "天空好" is one word
     assert stats.summary("char")["ne_display"] == round((1 + 1) / (4 + 3), 3)
     assert RunStats().summary("word")["final_to_caption_ms_p50"] is None
+
+
+def test_room_publishes_to_viewers_and_prints_their_link(live_server, capsys) -> None:
+    import asyncio
+
+    import websockets
+
+    from clients.urls import live_url
+
+    sample = Path(__file__).resolve().parents[2] / "eval" / "samples" / "asr_sample_en.jsonl"
+    watch = live_url(live_server.url).replace("/v1/live", "/v1/live/watch")
+
+    async def viewer_and_speaker() -> list[dict]:
+        async with websockets.connect(f"{watch}?room=caption-cli&lang=de") as viewer:
+            frames = [json.loads(await viewer.recv())]  # joined
+            speaker = asyncio.create_task(asyncio.to_thread(main, [
+                "--server", live_server.url, "--file", str(sample), "--limit", "1",
+                "--fast", "--quiet", "--json", "--room", "caption-cli"]))
+            while frames[-1]["type"] != "ended":
+                frames.append(json.loads(await asyncio.wait_for(viewer.recv(), 300)))
+            assert await speaker == 0
+            return frames
+
+    frames = asyncio.run(viewer_and_speaker())
+    assert frames[0]["type"] == "joined"
+    finals = [f for f in frames if f["type"] == "caption" and f.get("final")]
+    assert len(finals) == 1 and finals[0]["lang"] == "de" and finals[0]["text"]
+    out = capsys.readouterr().out
+    assert "/watch?room=caption-cli&lang=de" in out
