@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import json
 import re
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -48,6 +49,15 @@ class RoomTakenError(RuntimeError):
 
 class TooManyViewersError(RuntimeError):
     """A viewer bound (per room or in total) is reached; the message says which."""
+
+
+class LanguageNotInRoomError(RuntimeError):
+    """The room's talk is not captioned in the viewer's language (it would get nothing)."""
+
+
+def not_in_room_message(name: str, lang: str, langs: list[str]) -> str:
+    return (f"room '{name}' is captioned in {', '.join(langs) or 'no language'}; "
+            f"lang '{lang}' is not among them")
 
 
 @dataclass
@@ -215,7 +225,10 @@ class RoomRegistry:
         """Whether ``token`` admits a viewer to ``room`` (always, without API keys)."""
         if not self.tokens_required:
             return True
-        return bool(token) and hmac.compare_digest(self.token(room), str(token))
+        # compare bytes: compare_digest raises on str with non-ASCII characters (a 500), and
+        # a real token is 32 hex digits, so anything else is simply not it
+        given = str(token or "").encode("utf-8", "replace")
+        return bool(given) and hmac.compare_digest(self.token(room).encode(), given)
 
     # -- speakers ------------------------------------------------------------------------
     def claim(self, name: str, speaker: object, langs: list[str]) -> Room:
@@ -226,6 +239,16 @@ class RoomRegistry:
         if room is None:
             room = self._new_room(name)
         room.speaker, room.langs = speaker, list(langs)
+        for lang, viewers in room.viewers.items():
+            if lang in room.langs:
+                continue
+            # viewers who waited for the talk in a language it does not have: say so, end
+            frame = json.dumps({"type": "error", "code": "lang_not_in_room",
+                                "message": not_in_room_message(name, lang, room.langs)})
+            for viewer in viewers:
+                viewer.queue.put(frame, final=True)
+                viewer.queue.close()
+                viewer.wake.set()
         return room
 
     def release(self, room: Room, speaker: object) -> None:
@@ -247,6 +270,8 @@ class RoomRegistry:
             raise TooManyViewersError(
                 f"too many viewers on this server (limit {max_viewers}); retry later")
         room = self.rooms.get(name)
+        if room is not None and room.speaker is not None and lang not in room.langs:
+            raise LanguageNotInRoomError(not_in_room_message(name, lang, room.langs))
         if room is not None and room.viewer_count >= max_per_room:
             raise TooManyViewersError(
                 f"too many viewers in this room (limit {max_per_room}); retry later")

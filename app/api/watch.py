@@ -31,6 +31,7 @@ from app.api.live_limits import CLOSE_POLICY, CLOSE_TRY_AGAIN, limits_of
 from app.api.origins import origin_allowed
 from app.api.rooms import (
     ROOM_MAX_CHARS,
+    LanguageNotInRoomError,
     TooManyViewersError,
     Viewer,
     valid_room,
@@ -116,6 +117,9 @@ async def watch(ws: WebSocket) -> None:
             queue_frames=limits.viewer_queue_frames, max_finals=limits.viewer_max_finals)
     except TooManyViewersError as exc:
         await _refuse(ws, CLOSE_TRY_AGAIN, "too_many_viewers", str(exc))
+        return
+    except LanguageNotInRoomError as exc:
+        await _refuse(ws, CLOSE_POLICY, "lang_not_in_room", str(exc))
         return
     # joined before the first await: ``recent`` and the queue see each final exactly once
     sender: asyncio.Task | None = None

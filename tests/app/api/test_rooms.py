@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.api.rooms import (
+    LanguageNotInRoomError,
     RoomRegistry,
     RoomTakenError,
     TooManyViewersError,
@@ -157,3 +158,32 @@ def test_viewer_tokens_are_per_room_and_only_needed_with_keys() -> None:
 ])
 def test_room_names_are_short_and_safe(name: object, ok: bool) -> None:
     assert valid_room(name) is ok
+
+
+@pytest.mark.parametrize("token", [
+    "caf\u00e9" * 8, "\u00ff" * 32, "\ud800", "\x00" * 32, "x" * 100_000, "", " ", "🙂",
+])
+def test_any_token_text_is_a_plain_no(token: str) -> None:
+    """compare_digest raises on non-ASCII str: that was an HTTP 500 with a traceback."""
+    keyed = RoomRegistry({"k1"})
+    assert keyed.token_ok("talk", token) is False
+
+
+def test_a_viewer_of_a_language_the_talk_lacks_is_refused() -> None:
+    reg = RoomRegistry()
+    reg.claim("talk", speaker := object(), ["de", "ja"])
+    with pytest.raises(LanguageNotInRoomError, match="de, ja"):
+        reg.join("talk", "fr", **BOUNDS)
+    viewer, _ = reg.join("talk", "ja", **BOUNDS)
+    assert viewer.lang == "ja" and reg.viewers == 1
+    reg.release(reg.rooms["talk"], speaker)
+
+
+def test_viewers_waiting_in_a_language_the_talk_lacks_are_told_and_ended() -> None:
+    reg = RoomRegistry()
+    waiting_fr, _ = reg.join("talk", "fr", **BOUNDS)
+    waiting_de, _ = reg.join("talk", "de", **BOUNDS)
+    reg.claim("talk", object(), ["de"])
+    told = _drain(waiting_fr.queue)
+    assert len(told) == 1 and '"lang_not_in_room"' in told[0] and waiting_fr.queue.closed
+    assert _drain(waiting_de.queue) == [] and not waiting_de.queue.closed

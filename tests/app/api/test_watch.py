@@ -289,3 +289,33 @@ def test_a_viewer_that_reads_nothing_holds_up_nobody_and_keeps_its_finals(
     assert [c for c in reading if c["type"] == "caption"] == speaker_captions
     assert _finals(slow_frames, "de") == _finals(spoken, "de")
     assert slow_frames[-1] == {"type": "ended"}
+
+
+@pytest.mark.parametrize("token", ["caf%C3%A9", "%F0%9F%99%82" * 8, "%00", "%FF%FE", "x" * 4000])
+def test_any_viewer_token_text_is_refused_cleanly(keyed_server, token) -> None:
+    """A non-ASCII token was an HTTP 500 with a traceback (compare_digest on str)."""
+    url = _ws(keyed_server, f"/v1/live/watch?room={_room()}&lang=de&token={token}")
+    err, close = asyncio.run(_refusal(url))
+    assert (err["code"], close) == ("invalid_token", 1008)
+
+
+def test_a_viewer_of_a_language_the_talk_lacks_is_told_so(live_server) -> None:
+    room = _room()
+
+    async def main() -> tuple[dict, int, list[dict]]:
+        waiting: list[dict] = []
+        waiter = asyncio.create_task(_watch(
+            _ws(live_server, f"/v1/live/watch?room={room}&lang=fr"), waiting))
+        await asyncio.wait_for(_joined(waiting), 60)
+        async with websockets.connect(_ws(live_server, "/v1/live")) as ws:
+            await ws.send(json.dumps({"type": "start", "target_langs": ["de", "ja"],
+                                      "room": room, "drafters": []}))
+            assert json.loads(await ws.recv())["type"] == "ready"
+            late = await _refusal(_ws(live_server, f"/v1/live/watch?room={room}&lang=zh"))
+            await asyncio.wait_for(waiter, 60)
+        return *late, waiting
+
+    err, close, waiting = asyncio.run(main())
+    assert (err["code"], close) == ("lang_not_in_room", 1008) and "de, ja" in err["message"]
+    assert [f["type"] for f in waiting] == ["joined", "error", "ended"]
+    assert waiting[1]["code"] == "lang_not_in_room"
