@@ -102,6 +102,10 @@ class ServerSettings(BaseSettings):
         256, ge=1, description="finals queued per live connection before backpressure")
     live_backpressure_s: float = Field(
         30.0, gt=0, description="seconds a live reader waits for room before too_many_pending")
+    live_start_timeout_s: float = Field(
+        10.0, gt=0, description="seconds a new live socket may take to send 'start'; then "
+                                "it gets a start_timeout error frame and is closed (1008), "
+                                "so an idle socket cannot hold a live-session slot")
     live_max_viewers: int = Field(
         2000, ge=1, description="room viewers (/v1/live/watch) per replica; more get a "
                                 "too_many_viewers error frame and close 1013")

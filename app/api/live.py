@@ -78,6 +78,10 @@ class ConnectionGone(Exception):
     """The client is gone (or the socket already closed): nothing more can be sent."""
 
 
+# After 'stop', frames already on the wire are still answered (refused) before 'done'.
+LATE_FRAMES_S = 0.2
+
+
 def _settle_translator(task: asyncio.Task) -> None:
     """Read the outcome of a translator whose client left first: a send to the gone client
     (``ConnectionGone``) is how a client leaving looks; anything else is a bug to log.
@@ -175,14 +179,27 @@ class LiveConnection:
         client_identity.set(f"live:{id(self):x}")
         worker = asyncio.create_task(self.process())
         settled = False  # the translator's outcome read (else it is read when it ends)
+        loop = asyncio.get_running_loop()
+        start_by = loop.time() + self.limits.start_timeout_s
         try:
             while not worker.done():
                 await self.wait_for_room(worker)
                 receive = asyncio.create_task(self.ws.receive())
-                done, _ = await asyncio.wait({receive, worker},
-                                             return_when=asyncio.FIRST_COMPLETED)
+                # until 'start' is accepted, the socket has a deadline: an idle one would
+                # hold a --max-live-sessions slot forever
+                wait_s = None if self.sessions else max(0.0, start_by - loop.time())
+                try:
+                    done, _ = await asyncio.wait({receive, worker}, timeout=wait_s,
+                                                 return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if not receive.done():
+                        receive.cancel()
+                if not done:
+                    await self.error("start_timeout", "no 'start' within "
+                                     f"{self.limits.start_timeout_s:g} s; send 'start' first")
+                    await self.ws.close(code=CLOSE_POLICY, reason="start timeout")
+                    return
                 if receive not in done:
-                    receive.cancel()
                     break
                 try:
                     message = receive.result()
@@ -198,6 +215,10 @@ class LiveConnection:
                 log_unexpected(log, crash, "live translator")
                 code = CLOSE_INTERNAL
             else:
+                if not await self.refuse_late_frames():
+                    return
+                await self.send({"type": "done"})
+                self.end_room()
                 code = CLOSE_GOING_AWAY if self.state.shutting_down else CLOSE_NORMAL
             await self.ws.close(code=code)
         except (ConnectionGone, WebSocketDisconnect, RuntimeError, OSError):
@@ -207,6 +228,25 @@ class LiveConnection:
                 worker.cancel()
             if not settled:
                 worker.add_done_callback(_settle_translator)
+
+    async def refuse_late_frames(self) -> bool:
+        """Answer frames that crossed 'stop' on the wire before 'done' is sent.
+
+        The translator is finished, but a final the client sent just after 'stop' may
+        already be on its way: it must be refused by an error frame naming it (``stopping``),
+        not lost in the close. Frames are read until none arrived for ``LATE_FRAMES_S``;
+        False if the client left meanwhile.
+        """
+        while True:
+            try:
+                message = await asyncio.wait_for(self.ws.receive(), LATE_FRAMES_S)
+            except TimeoutError:
+                return True
+            except Exception:  # noqa: BLE001 - receiving on a dead socket
+                return False
+            if message["type"] == "websocket.disconnect":
+                return False
+            await self.handle_message(message)
 
     async def wait_for_room(self, worker: asyncio.Task) -> None:
         """Backpressure: while ``max_pending_finals`` finals wait, stop reading (the client's
@@ -222,9 +262,11 @@ class LiveConnection:
                 return  # read on: a final beyond the bound gets 'too_many_pending'
             self.queue.room.clear()
             room = asyncio.create_task(self.queue.room.wait())
-            await asyncio.wait({room, worker}, timeout=remaining,
-                               return_when=asyncio.FIRST_COMPLETED)
-            room.cancel()
+            try:
+                await asyncio.wait({room, worker}, timeout=remaining,
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                room.cancel()
 
     async def handle_message(self, message: dict[str, Any]) -> None:
         """One received frame; a bug while handling it is answered, never fatal."""
@@ -361,9 +403,7 @@ class LiveConnection:
             update = self.queue.take()
             if update is None:
                 if self.stopping:
-                    await self.send({"type": "done"})
-                    self.end_room()
-                    return
+                    return  # the reader refuses late frames, then sends 'done'
                 self.queue.changed.clear()
                 await self.queue.changed.wait()
                 continue
@@ -409,8 +449,14 @@ class LiveConnection:
         try:
             if not update.final:
                 stale = asyncio.create_task(self.superseding.wait())
-                await asyncio.wait({everything, stale}, return_when=asyncio.FIRST_COMPLETED)
-                stale.cancel()
+                try:
+                    await asyncio.wait({everything, stale},
+                                       return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    # also when this task is cancelled (the client left): a task left
+                    # pending on the event is destroyed with the connection, and asyncio
+                    # logs "Task was destroyed but it is pending!" at ERROR
+                    stale.cancel()
                 if not everything.done() and not any(b.is_set() for b in begun.values()):
                     for job in jobs:
                         job.cancel()  # the engine skips them when their turn comes

@@ -26,6 +26,7 @@ class LiveLimits:
     max_connections_per_key: int = 64  # per API key (only when the server has keys)
     max_pending_finals: int = 256  # finals queued per connection before backpressure
     backpressure_s: float = 30.0  # how long the reader waits for room before refusing
+    start_timeout_s: float = 10.0  # seconds until 'start' must have arrived
     max_viewers: int = 2000  # room viewers (/v1/live/watch) per replica
     max_viewers_per_room: int = 500  # viewers of one room
     viewer_queue_frames: int = 64  # a viewer's queued frames before its partials are dropped

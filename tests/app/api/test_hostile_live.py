@@ -220,3 +220,121 @@ def test_a_well_behaved_client_after_the_fuzzing(live_server) -> None:
     assert [m["type"] for m in msgs] == ["ready", "caption", "done"]
     print("\nhostile live: " + ", ".join(f"{k}={v}" for k, v in sorted(STATS.items())) +
           f"; probe {time.perf_counter() - t0:.2f} s")
+
+
+# -- after 'stop', before 'start', and clients that leave at any moment --------------------
+
+LATE = st.lists(st.tuples(st.sampled_from(["partial", "final", "start", "stop"]),
+                          st.integers(1, 6)), min_size=1, max_size=6)
+
+
+@pytest.mark.usefixtures("live_server")
+@settings(derandomize=True, max_examples=12, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(late=LATE)
+def test_updates_sent_right_after_stop_are_refused_by_name(live_server, late) -> None:
+    """A final that crosses 'stop' on the wire is refused by an error frame naming it
+    (before 'done'), never lost in the close."""
+    url = live_server.url.replace("http://", "ws://") + "/v1/live"
+    frames: list[Any] = [VALID_START, {"type": "final", "segment": 0, "text": "Thank you."},
+                         {"type": "stop"}]
+    for kind, seg in late:
+        frames.append(VALID_START if kind == "start" else {"type": "stop"} if kind == "stop"
+                      else {"type": kind, "segment": seg, "text": "Hi."})
+
+    async def main() -> tuple[list[dict], int | None]:
+        msgs: list[dict] = []
+        async with websockets.connect(url) as ws:
+            for frame in frames:
+                await ws.send(json.dumps(frame))
+            async with asyncio.timeout(120):
+                async for raw in ws:
+                    msgs.append(json.loads(raw))
+            return msgs, ws.protocol.close_rcvd.code
+
+    msgs, code = asyncio.run(main())
+    assert code == 1000 and msgs[-1] == {"type": "done"}
+    late_finals = Counter(seg for kind, seg in late if kind == "final")
+    refused = Counter(m["segment"] for m in msgs
+                      if m["type"] == "error" and m.get("final") and m["code"] == "stopping")
+    assert refused == late_finals
+    assert [m["segment"] for m in msgs if m["type"] == "caption" and m["final"]] == [0]
+
+
+def _limits(server, monkeypatch, **limits) -> None:
+    from app.api.live_limits import LiveLimits
+
+    monkeypatch.setattr(server.app.state.livetrans, "live_limits", LiveLimits(**limits),
+                        raising=False)
+
+
+@pytest.mark.parametrize("opening", [[], [b"\x00"], ["{"], [{"type": "partial",
+                                                            "segment": 0, "text": "Hi"}]])
+def test_a_socket_without_start_is_closed_and_frees_its_slot(live_server, monkeypatch,
+                                                             opening) -> None:
+    _limits(live_server, monkeypatch, start_timeout_s=0.5)
+    state = live_server.app.state.livetrans
+    url = live_server.url.replace("http://", "ws://") + "/v1/live"
+
+    async def main() -> tuple[list[dict], int | None]:
+        msgs: list[dict] = []
+        async with websockets.connect(url) as ws:
+            for frame in opening:
+                await ws.send(frame if isinstance(frame, (str, bytes)) else json.dumps(frame))
+            with pytest.raises(websockets.ConnectionClosedError):  # 1008 is no normal close
+                async with asyncio.timeout(30):
+                    async for raw in ws:
+                        msgs.append(json.loads(raw))
+            return msgs, ws.protocol.close_rcvd.code
+
+    msgs, code = asyncio.run(main())
+    assert code == 1008 and msgs[-1]["code"] == "start_timeout"
+    for _ in range(500):
+        if not state.live_connections:
+            break
+        time.sleep(0.01)
+    assert not state.live_connections
+
+
+@pytest.fixture()
+def error_lines(caplog):
+    """ERROR lines the server logs (a client leaving is no error)."""
+    import gc
+    import logging
+
+    with caplog.at_level(logging.ERROR):
+        def lines() -> list[str]:
+            time.sleep(0.5)
+            gc.collect()  # pending tasks and unread exceptions are reported when collected
+            time.sleep(0.1)
+            return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+        yield lines
+
+
+@pytest.mark.parametrize("leave_after", ["start", "partial", "final", "partials",
+                                         "stop", "nothing"])
+def test_a_speaker_leaving_at_any_moment_writes_no_error(live_server, error_lines,
+                                                          leave_after) -> None:
+    url = live_server.url.replace("http://", "ws://") + "/v1/live"
+    script: dict[str, list[dict]] = {
+        "nothing": [],
+        "start": [VALID_START],
+        "partial": [VALID_START, {"type": "partial", "segment": 0,
+                                  "text": "Good morning and welcome to"}],
+        "final": [VALID_START, {"type": "final", "segment": 0,
+                                "text": "Good morning and welcome to the conference."}],
+        "partials": [VALID_START, *({"type": "partial", "segment": 0,
+                                     "text": "Good morning " * (i + 1)} for i in range(6))],
+        "stop": [VALID_START, {"type": "final", "segment": 0, "text": "Thanks."},
+                 {"type": "stop"}],
+    }
+
+    async def main() -> None:
+        ws = await websockets.connect(url)
+        for frame in script[leave_after]:
+            await ws.send(json.dumps(frame))
+        await asyncio.sleep(0.3)  # mid-translation for most scripts
+        ws.transport.abort()  # gone, without a close frame
+
+    asyncio.run(main())
+    assert error_lines() == []
