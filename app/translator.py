@@ -144,13 +144,14 @@ def _generate(engine: Engine, prompt: TranslationPrompt, opts: TranslateOptions,
               cancel: threading.Event | None,
               on_text: Callable[[str], None] | None) -> GenerationResult:
     rt = engine.rt
-    stops = tuple(prompt.stop_strings) + tuple(opts.stop)
+    stops = tuple(prompt.stop_strings)
     if prompt.stop_at_newline:
         stops += ("\n",)
     return engine.generate(GenerationRequest(
         prompt_tokens=tokenize_prompt(prompt, rt.tokenize),
         max_tokens=min(opts.max_tokens, translation_token_cap(rt, prompt.source)),
         stop_strings=stops,
+        client_stops=tuple(opts.stop),
         draft=draft,
         beta=beta,
         bias_limit=bias_limit,
@@ -410,7 +411,8 @@ class Translator:
             draft = rt.tokenize(prediction, add_bos=False) if prediction else []
             return engine.generate(GenerationRequest(
                 prompt_tokens=tokens, max_tokens=max_tokens,
-                stop_strings=tuple(prompt.stop_strings) + stop, draft=draft, beta=0.0,
+                stop_strings=tuple(prompt.stop_strings), client_stops=tuple(stop),
+                draft=draft, beta=0.0,
                 temperature=temperature, seed=seed, cancel=cancel, on_text=on_text,
             ))
 

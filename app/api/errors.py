@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.api.strict_input import UNSUPPORTED_PARAMETER
 from app.engine.engine import ContextOverflowError
 from app.engine.worker import (
     JobCancelledError,
@@ -108,6 +109,9 @@ def validation_error(exc: RequestValidationError) -> APIError:
     param = _param_of(tuple(first.get("loc", ())))
     kind = first.get("type", "")
     msg = first.get("msg", "invalid request")
+    if kind == UNSUPPORTED_PARAMETER:  # raised before field validation: the name is in ctx
+        param = str((first.get("ctx") or {}).get("param") or "") or None
+        return APIError(400, f"{msg}.", param=param, code="unsupported_parameter")
     if kind == "missing":
         return APIError(
             400, f"Missing required parameter: '{param}'.", param=param,

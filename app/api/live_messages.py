@@ -2,9 +2,10 @@
 
 Anything the translation path cannot use is refused here, with an error frame, before it
 becomes state: an unknown drafter name accepted at ``start`` used to fail every later
-update (finals included) with ``internal_error``. Validation is strict (no ``"3"`` for 3,
-no ``true`` for 1, no NaN), and every refusal says which field (``param``) and, for text
-messages, which segment it concerns.
+update (finals included) with ``internal_error``. Validation is strict, by the same rule
+as HTTP's (``app.api.strict_input``: no ``"3"`` for 3, no ``true`` for 1), with no NaN,
+and every refusal says which field (``param``) and, for text messages, which segment it
+concerns.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from app.api.live_frames import safe_echo, unencodable
 from app.api.rooms import ROOM_MAX_CHARS, valid_room
+from app.api.strict_input import ClientInput
 from app.prompts import LANGUAGE_NAMES, UnsupportedLanguageError, check_language
 
 DRAFTER_NAMES = ("previous", "ngram", "dictionary", "trigram")  # drafters.chain.DEFAULT_ORDER
@@ -28,8 +30,7 @@ MAX_TARGET_LANGS = 5
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
 
 
-class StartMessage(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore")
+class StartMessage(ClientInput):
 
     type: Literal["start"]
     target_lang: Name | None = None
@@ -49,8 +50,7 @@ class StartMessage(BaseModel):
     final_retry: bool = True
 
 
-class TextMessage(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore")
+class TextMessage(ClientInput):
 
     type: Literal["partial", "final"]
     segment: int = Field(ge=0, le=MAX_SEGMENT)

@@ -2,7 +2,11 @@
 
 Extension fields (``target_lang``, ``session_id``, ``beta``...) are those of API.md; the
 official SDK sends them through ``extra_body``. Unknown fields are ignored, as OpenAI does
-for forward compatibility.
+for forward compatibility, but the OpenAI parameters livetrans does not implement
+(``UNSUPPORTED_PARAMS``: tools, logprobs, response formats, penalties, ...) are refused by
+name with a 400 unless their value asks for nothing (``logprobs: false``): ignored, they
+would silently give a client something other than it asked for. Types are strict
+(``app.api.strict_input``), as on the WebSocket.
 
 Every string a request carries must be encodable as UTF-8: JSON can spell a lone UTF-16
 surrogate (``"\\ud800"``), Python decodes it into a ``str``, and the first ``encode()``
@@ -13,11 +17,13 @@ at the edge, as a 400 naming the field. Numbers are bounded where the engine has
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from app.api.strict_input import UNSUPPORTED_PARAMETER, ClientInput
 from app.sessions import SESSION_ID_MAX_CHARS, SESSION_ID_PATTERN
 
 # beta when a request names none: SSBD's default for a session's own previous translation.
@@ -30,6 +36,33 @@ SEED_MAX = 2**63 - 1
 
 # pydantic error type of a lone surrogate; ``app.api.errors`` answers it with a 400
 INVALID_UNICODE = "invalid_unicode"
+
+
+def _empty(value: Any) -> bool:
+    return value in (None, False, 0, "", [], {})
+
+
+# OpenAI chat-completion parameters livetrans does not implement, and the values that ask
+# for nothing (accepted, so that clients sending defaults keep working).
+UNSUPPORTED_PARAMS: dict[str, Callable[[Any], bool]] = {
+    "logprobs": _empty,
+    "top_logprobs": _empty,
+    "tools": _empty,
+    "tool_choice": lambda v: v in (None, "none"),
+    "parallel_tool_calls": lambda v: v is None or isinstance(v, bool),
+    "functions": _empty,
+    "function_call": lambda v: v in (None, "none"),
+    "response_format": lambda v: v is None or v == {"type": "text"},
+    "logit_bias": _empty,
+    "presence_penalty": _empty,
+    "frequency_penalty": _empty,
+    "audio": _empty,
+    "modalities": lambda v: v is None or v == ["text"],
+    "reasoning_effort": _empty,
+    "web_search_options": _empty,
+}
+# Accepted and ignored (they change nothing a client could observe here): ``user``,
+# ``metadata``, ``store``, ``service_tier``, ``prompt_cache_key``, ``safety_identifier``.
 
 
 def encodable(value: str) -> str:
@@ -53,13 +86,12 @@ SessionId = Annotated[
 ]
 
 
-class ContentPart(BaseModel):
+class ContentPart(ClientInput):
     type: Literal["text"]
     text: Text
 
 
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class ChatMessage(ClientInput):
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
@@ -79,11 +111,11 @@ class ChatMessage(BaseModel):
         return "".join(part.text for part in self.content)
 
 
-class StreamOptions(BaseModel):
+class StreamOptions(ClientInput):
     include_usage: bool = False
 
 
-class Prediction(BaseModel):
+class Prediction(ClientInput):
     type: Literal["content"]
     content: str | list[ContentPart]
 
@@ -98,8 +130,7 @@ class Prediction(BaseModel):
         return "".join(part.text for part in self.content)
 
 
-class ChatCompletionRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class ChatCompletionRequest(ClientInput):
 
     model: Text
     messages: list[ChatMessage] = Field(min_length=1)
@@ -134,6 +165,18 @@ class ChatCompletionRequest(BaseModel):
     draft_guard: bool = False
     final_retry: bool = True
     drafters: list[Literal[DRAFTER_NAMES]] | None = Field(None, max_length=len(DRAFTER_NAMES))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_unsupported(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name, harmless in UNSUPPORTED_PARAMS.items():
+                if name in data and not harmless(data[name]):
+                    raise PydanticCustomError(
+                        UNSUPPORTED_PARAMETER,
+                        "'{param}' is not supported by livetrans (a translation server); "
+                        "leave it out", {"param": name})
+        return data
 
     @field_validator("stop")
     @classmethod

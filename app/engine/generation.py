@@ -31,6 +31,10 @@ class GenerationRequest:
     prompt_tokens: list[int]
     max_tokens: int = 256
     stop_strings: tuple[str, ...] = ()
+    # a client's ``stop``: like ``stop_strings``, but never matched inside the output's
+    # leading whitespace (``stop: [" "]`` would otherwise end every answer before its
+    # first word, since outputs start with a space)
+    client_stops: tuple[str, ...] = ()
     draft: Sequence[int] = ()  # SSBD draft: the previous translation's tokens
     beta: float = 0.0
     bias_limit: int | None = None  # draft positions >= this are verified without bias

@@ -17,6 +17,7 @@ class TextStream:
     """Feed token bytes in, get safe-to-show text deltas out."""
 
     stop_strings: tuple[str, ...] = ()
+    client_stops: tuple[str, ...] = ()  # matched only after the first non-space character
     _decoder: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
     )
@@ -58,10 +59,15 @@ class TextStream:
 
     def _stop_position(self) -> int | None:
         best: int | None = None
+        stops = self.stop_strings + self.client_stops
         # Only the region not yet emitted (plus a stop string's length) can hold a new match.
-        start = max(0, self._emitted - max((len(s) for s in self.stop_strings), default=0))
-        for stop in self.stop_strings:
-            idx = self._text.find(stop, start)
+        start = max(0, self._emitted - max((len(s) for s in stops), default=0))
+        text_begins = len(self._text) - len(self._text.lstrip())
+        for stop in stops:
+            since = max(start, text_begins) if stop in self.client_stops else start
+            if since >= len(self._text):
+                continue
+            idx = self._text.find(stop, since)
             if idx != -1 and (best is None or idx < best):
                 best = idx
         return best
@@ -69,7 +75,7 @@ class TextStream:
     def _held_back(self) -> int:
         """Length of the longest tail of the text that is a proper prefix of a stop string."""
         held = 0
-        for stop in self.stop_strings:
+        for stop in self.stop_strings + self.client_stops:
             for n in range(min(len(stop) - 1, len(self._text)), 0, -1):
                 if self._text.endswith(stop[:n]):
                     held = max(held, n)

@@ -57,6 +57,9 @@ FIELDS: dict[str, st.SearchStrategy] = {
     "session_id": st.sampled_from(["fuzz-1", "fuzz-2", "", "s" * 500, 12, "\ud800",
                                    "a\x00b", "<eos>"]),
     "is_final": st.sampled_from([True, False, "yes", 1, None]),
+    "seq": st.sampled_from([3, "13", 1.0, True, -1, 2**64]),
+    "logprobs": st.sampled_from([False, True, "yes", None]),
+    "tools": st.sampled_from([[], [{"type": "function"}], "x"]),
     "beta": st.sampled_from([0.0, 0.2, -1.0, 1.0, float("nan"), float("inf"), 1e308, "0.2"]),
     "mask_k": st.sampled_from([0, 3, -1, 10**30, 2.5, "3"]),
     "mask_mode": st.sampled_from(["display", "draft", "none", 0]),
@@ -225,3 +228,78 @@ def test_a_well_behaved_client_after_the_fuzzing(client) -> None:
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"].strip()
     print("\nhostile chat: " + ", ".join(f"{k}={v}" for k, v in sorted(
         STATS.items(), key=str)))
+
+
+# -- one strict typing rule; OpenAI parameters livetrans does not implement ----------------
+
+WRONG_TYPES: dict[type | tuple, list[Any]] = {
+    str: [5, 1.5, True, ["x"], {"a": 1}],
+    bool: ["yes", "true", 1, 0, "false", [True]],
+    int: ["13", 1.5, True, "1e3", [1]],
+    (int, float): ["0.2", True, "nan", [0.2]],
+    list: ["ngram", 5, {"a": 1}, True],
+    dict: ["x", 5, [1], True],
+    (str, list): [5, True, {"a": 1}],
+}
+STRICT_FIELDS = {**TYPES, "seq": int, "final_beta": (int, float), "draft_guard": bool,
+                 "final_retry": bool}
+TYPE_CASES = [(name, value) for name, kind in sorted(STRICT_FIELDS.items(), key=str)
+              if name not in ("messages", "prediction", "model")
+              for value in WRONG_TYPES[kind]]
+
+
+@pytest.mark.parametrize(("field", "value"), TYPE_CASES,
+                         ids=[f"{f}={v!r}" for f, v in TYPE_CASES])
+def test_a_value_of_the_wrong_json_type_is_a_4xx_naming_its_field(client, field,
+                                                                    value) -> None:
+    """HTTP reads types as strictly as the WebSocket: "13" is no number, "yes" no boolean."""
+    body = {"model": "default", "max_tokens": 1, "target_lang": "de",
+            "messages": [{"role": "user", "content": "Hi."}], field: value}
+    r = client.post("/v1/chat/completions", json=body)
+    assert 400 <= r.status_code < 500, (field, value, r.status_code, r.text[:300])
+    error = r.json()["error"]
+    assert (error["param"] or "").split(".")[0] == field, error
+
+
+def _unsupported_cases() -> list[tuple[str, Any, bool]]:
+    from app.api.schemas import UNSUPPORTED_PARAMS
+
+    asks = {"logprobs": True, "top_logprobs": 3, "tools": [{"type": "function", "function":
+            {"name": "f"}}], "tool_choice": "auto", "parallel_tool_calls": "yes",
+            "functions": [{"name": "f"}], "function_call": "auto",
+            "response_format": {"type": "json_object"}, "logit_bias": {"50": 100},
+            "presence_penalty": 0.5, "frequency_penalty": -1, "audio": {"voice": "x"},
+            "modalities": ["text", "audio"], "reasoning_effort": "high",
+            "web_search_options": {}}
+    harmless = {"logprobs": False, "tool_choice": "none", "response_format": {"type": "text"},
+                "modalities": ["text"], "presence_penalty": 0, "parallel_tool_calls": False}
+    assert set(asks) == set(UNSUPPORTED_PARAMS)
+    return [(name, value, False) for name, value in asks.items() if name != "web_search_options"
+            ] + [(name, value, True) for name, value in harmless.items()] + [
+            ("web_search_options", {"search_context_size": "low"}, False)]
+
+
+@pytest.mark.parametrize(("param", "value", "accepted"), _unsupported_cases())
+def test_openai_parameters_that_livetrans_lacks_are_refused_by_name(client, param, value,
+                                                                    accepted) -> None:
+    body = {"model": "default", "max_tokens": 1, "target_lang": "de",
+            "messages": [{"role": "user", "content": "Hi."}], param: value}
+    r = client.post("/v1/chat/completions", json=body)
+    if accepted:  # the value asks for nothing: a client sending defaults keeps working
+        assert r.status_code == 200, r.text[:300]
+        return
+    assert r.status_code == 400, r.text[:300]
+    error = r.json()["error"]
+    assert (error["param"], error["code"]) == (param, "unsupported_parameter")
+    assert param in error["message"]
+
+
+@pytest.mark.parametrize("stop", [[" "], ["\n"], " ", ["\n", " ", "\t"], ["  "]])
+def test_whitespace_stops_never_empty_the_answer(client, stop) -> None:
+    """A client's stop never matches inside the output's leading whitespace (the output of
+    the few-shot prompt starts with a space: stop=[" "] used to return "")."""
+    body = {"model": "default", "max_tokens": 12, "target_lang": "de", "stop": stop,
+            "messages": [{"role": "user", "content": "Good morning, dear friends."}]}
+    r = client.post("/v1/chat/completions", json=body)
+    assert r.status_code == 200, r.text[:300]
+    assert r.json()["choices"][0]["message"]["content"].strip()
