@@ -49,8 +49,9 @@ def _add_setting_flag(parser: argparse._ArgumentGroup, name: str) -> None:
         parser.add_argument(flag, action="store_true", default=None, help=help_text)
     elif "list" in annotation:
         singular = flag[:-1] if flag.endswith("s") else flag
-        parser.add_argument(singular, dest=name, action="append", default=None,
-                            help=help_text + " (repeatable)")
+        spellings = [singular, flag] if singular != flag else [flag]
+        parser.add_argument(*spellings, dest=name, action="append", default=None,
+                            help=help_text + " (repeatable; comma-separated values too)")
     else:
         parser.add_argument(flag, dest=name, default=None, help=help_text)
 

@@ -25,6 +25,7 @@ from app.api import chat, live, models, watch
 from app.api.auth import Auth, invalid_api_key
 from app.api.body_limit import BodySizeLimit
 from app.api.errors import error_response, install_error_handlers
+from app.api.hosts import AllowedHosts, default_allowed_hosts
 from app.api.origins import cors_options
 from app.api.redaction import install_log_redaction, new_request_id, valid_request_id
 from app.api.route_labels import label_routes, route_label
@@ -141,6 +142,8 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         return response
 
     app.add_middleware(WebSocketAccessLog, label=lambda scope: route_label(labelled, scope))
+    app.add_middleware(AllowedHosts, allowed=settings.allowed_hosts or
+                       default_allowed_hosts(settings.host))
     # outermost: every answer, a 401 included, carries the id its log line names
     app.add_middleware(CorrelationIdMiddleware, validator=valid_request_id,
                        generator=new_request_id)

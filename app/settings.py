@@ -144,6 +144,12 @@ class ServerSettings(BaseSettings):
         default_factory=list,
         description="browser origins allowed cross-origin, e.g. https://app.example "
         "(default none; * = any)")
+    allowed_hosts: CommaList = Field(
+        default_factory=list,
+        description="host names clients may reach the server by (the Host header), e.g. "
+        "captions.example.org or *.example.org; * = any. Default: when serving on a loopback "
+        "address, localhost and loopback addresses only (a DNS-rebinding page cannot reach "
+        "it); otherwise any")
     replica_id: str | None = Field(
         None, description="name sent in the X-Livetrans-Replica header (default host:port)"
     )
