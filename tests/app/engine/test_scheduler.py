@@ -19,8 +19,8 @@ from app.engine.scheduler import (
 )
 from app.engine.verify import top2_gap
 from app.prompts import FewShotFormat
+from tests.numerics import NEAR_TIE, first_difference
 
-NEAR_TIE = 1.0
 SOURCES = [
     "Scientists say the discovery could help doctors detect the disease much earlier.",
     "The museum is closed on Mondays, but the garden stays open until late evening.",
@@ -71,7 +71,7 @@ def _same_up_to_near_ties(engine: Engine, req: GenerationRequest, a: list[int],
                           b: list[int]) -> bool:
     if a == b:
         return True
-    i = next((k for k in range(min(len(a), len(b))) if a[k] != b[k]), min(len(a), len(b)))
+    i = first_difference(a, b)
     engine.slots.clear()
     first, _ = engine.evaluate_prompt(list(req.prompt_tokens), a[:i])
     return top2_gap(engine.row(first + i)) < NEAR_TIE

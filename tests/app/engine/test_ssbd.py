@@ -9,8 +9,8 @@ import pytest
 from app.engine.engine import GenerationRequest
 from app.engine.verify import top2_gap
 from app.prompts import FewShotFormat
+from tests.numerics import NEAR_TIE, first_difference
 
-NEAR_TIE = 1.0
 SENTENCES = [
     "Scientists say the discovery could help doctors detect the disease much earlier.",
     "The museum is closed on Mondays, but the garden stays open until late evening.",
@@ -54,8 +54,7 @@ def test_beta_zero_equals_greedy_except_near_ties(engine, lang: str) -> None:
             if ssbd == ar:
                 exact += 1
             else:
-                i = next((j for j in range(min(len(ar), len(ssbd))) if ar[j] != ssbd[j]),
-                         min(len(ar), len(ssbd)))
+                i = first_difference(ar, ssbd)
                 gap = min(_near_tie_at(engine, prompt, ar[:i]),
                           _near_tie_at(engine, prompt, ssbd[:i]))
                 assert gap < NEAR_TIE, f"{source!r}: diverged at {i} with top-2 gap {gap:.2f}"
@@ -83,11 +82,16 @@ def test_corrupted_draft_accepts_exactly_the_prefix(engine) -> None:
     assert bad != own[j]
     draft = own[:j] + [bad] + own[j + 1 :]
     r = _run(engine, prompt, draft=draft, beta=0.0)
-    assert r.ssbd_accepted_tokens == j
-    assert r.tokens[:j] == own[:j]
+    accepted = r.ssbd_accepted_tokens
+    assert accepted <= j and r.tokens[:accepted] == own[:accepted]
+    if accepted < j:
+        # the verify pass (one batch) rejected a token the decode steps (one row each) chose:
+        # allowed only at a near-tie, where batch shapes may flip the greedy choice
+        gap = _near_tie_at(engine, prompt, own[:accepted])
+        assert gap < NEAR_TIE, f"draft rejected at {accepted} < {j} with top-2 gap {gap:.3f}"
     # continuing after the mismatch gives the model's own translation (or a near-tie fork)
     if r.tokens != own:
-        i = next(k for k in range(min(len(own), len(r.tokens))) if own[k] != r.tokens[k])
+        i = first_difference(own, r.tokens)
         assert _near_tie_at(engine, prompt, own[:i]) < NEAR_TIE
 
 
