@@ -18,7 +18,8 @@ def read_asr_streams(path: Path | None, limit: int | None = None) -> list[Stream
     if not path.is_file():
         raise DatasetNotFoundError(
             f"ASR partials file not found: {path}. Record one with any streaming ASR "
-            "(timed partial/final events per utterance, JSONL) or try eval/samples/asr_sample_en.jsonl")
+            "(timed partial/final events per utterance, JSONL) or try "
+            "eval/samples/asr_sample_en.jsonl")
     streams = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():
