@@ -40,7 +40,7 @@ from drafters.chain import DEFAULT_ORDER
 from eval.datasets.acl6060 import read_acl_pair
 from eval.datasets.aligned import DatasetNotFoundError
 from eval.datasets.asr_partials import read_asr_streams
-from eval.datasets.flores import language_arg, read_flores, read_flores_pair
+from eval.datasets.flores import language_arg, language_list, read_flores, read_flores_pair
 from eval.datasets.streams import Stream, lag_k_stream
 from eval.display_eval import display_report, parse_modes
 from eval.methods import Method, parse_methods, run_stream
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="split: dev or devtest (FLORES), dev or eval (ACL 60/60)")
     ap.add_argument("--source-lang", default="en", type=language_arg,
                     help="language of the source text")
-    ap.add_argument("--langs", default=["de"], type=comma_list(language_arg, "a language code"),
+    ap.add_argument("--langs", default=["de"], type=language_list,
                     help="comma-separated target languages (ISO 639-1 or FLORES codes)")
     ap.add_argument("--limit", type=int, default=100, help="streams per language")
     ap.add_argument("--offset", type=int, default=0, help="streams skipped first, per language")

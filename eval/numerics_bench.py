@@ -41,8 +41,8 @@ from app.engine.verify import top2_gap
 from app.loader import load_model
 from app.prompts import FewShotFormat
 from app.settings import ModelSettings
-from app.usage import PlainHelp, add_model_options, comma_list, positive_int
-from eval.datasets.flores import read_flores
+from app.usage import PlainHelp, add_model_options, positive_int
+from eval.datasets.flores import language_list, read_flores
 from eval.tables import Table, show, write_results
 
 MODES = ("verify", "shared", "chunked", "cached")
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
                          "--limit 200 for figures worth reading)")
     ap.add_argument("--limit", type=positive_int, default=200,
                     help="source sentences to translate (per target language)")
-    ap.add_argument("--langs", default=["de"], type=comma_list(str, "a language code"),
+    ap.add_argument("--langs", default=["de"], type=language_list,
                     help="comma-separated target languages")
     ap.add_argument("--max-new", type=positive_int, default=48,
                     help="most tokens generated per sentence")

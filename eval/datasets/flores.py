@@ -10,7 +10,6 @@ import argparse
 from pathlib import Path
 
 from app.prompts import UnsupportedLanguageError, check_language
-from app.usage import comma_list
 from eval.datasets.aligned import DatasetNotFoundError, aligned_pairs, read_segments
 
 ISO_TO_FLORES = {
@@ -42,6 +41,14 @@ def language_arg(code: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def language_list(text: str) -> list[str]:
+    """argparse type: comma-separated languages (``de,zh``), each checked by ``language_arg``."""
+    langs = [language_arg(part) for part in text.split(",") if part.strip()]
+    if not langs:
+        raise argparse.ArgumentTypeError("name at least one language")
+    return langs
+
+
 def flores_path(root: Path | None, split: str, lang: str) -> Path:
     if root is None:
         raise DatasetNotFoundError(f"no FLORES-200 folder given. {SOURCE_HINT}")
@@ -67,7 +74,7 @@ def add_flores_options(parser: argparse.ArgumentParser, *, langs: str,
                              "(see README 'Evaluation data')")
     parser.add_argument("--split", default="dev", help="FLORES split: dev or devtest")
     parser.add_argument("--langs", default=langs.split(","),
-                        type=comma_list(language_arg, "a language code"),
+                        type=language_list,
                         help="comma-separated target languages (ISO 639-1 or FLORES codes)")
     parser.add_argument("--limit", type=int, default=limit,
                         help="sentences per language (default: all)" if limit is None

@@ -65,7 +65,7 @@ def test_disconnect_of_a_non_streaming_request_leaves_the_batch(live_server,
     body = ('{"model": "default", "max_tokens": 400, "messages": [{"role": "user", '
             '"content": "Count on: ' + count + ', "}]}').encode()
     sock = socket.create_connection(("127.0.0.1", live_server.port))
-    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                  b"Content-Type: application/json\r\nContent-Length: "
                  + str(len(body)).encode() + b"\r\n\r\n" + body)
     deadline = time.monotonic() + 30

@@ -8,12 +8,14 @@ from fastapi.testclient import TestClient
 from app.server import create_app
 from app.settings import Settings
 
+LOOPBACK = "http://127.0.0.1"  # a name the server answers to (--allowed-hosts)
 BODY = {"model": "default", "messages": [{"role": "user", "content": "Hello."}],
         "target_lang": "de"}
 
 
 def test_requests_before_the_model_is_loaded_get_503_not_ready() -> None:
-    client = TestClient(create_app(Settings()))  # no lifespan: the model never loads
+    # no lifespan: the model never loads
+    client = TestClient(create_app(Settings()), base_url=LOOPBACK)
     r = client.post("/v1/chat/completions", json=BODY)
     assert r.status_code == 503 and r.headers["retry-after"] == "2"
     assert r.json()["error"]["code"] == "not_ready"
@@ -26,7 +28,7 @@ def test_a_failed_load_is_named_and_shutting_down_is_its_own_503() -> None:
     app = create_app(Settings())
     state = app.state.livetrans
     state.load_error = "model failed to load: bad file"
-    client = TestClient(app)
+    client = TestClient(app, base_url=LOOPBACK)
     r = client.post("/v1/chat/completions", json=BODY)
     assert r.status_code == 503 and "model failed to load: bad file" in \
         r.json()["error"]["message"]
