@@ -197,15 +197,18 @@ def _delegate(module: str, func: str) -> Callable[[list[str]], int]:
 
 DELEGATED: dict[str, tuple[str, str, str]] = {
     "bench": ("eval.bench_engine", "main", "engine cost model: decode, verify, prefill"),
-    "build-dict": ("app.table_tools", "build_dict_main", "build a DictSpec dictionary"),
-    "build-trigram": ("app.table_tools", "build_trigram_main", "build a sparse trigram table"),
-    "fertility": ("app.table_tools", "fertility_main", "tokens per word"),
+    "build-dict": ("app.table_tools", "build_dict_main",
+                   "build a dictionary drafter table from a text corpus"),
+    "build-trigram": ("app.table_tools", "build_trigram_main",
+                      "build a trigram drafter table from a text corpus"),
+    "fertility": ("app.table_tools", "fertility_main", "tokens per word of a text, per language"),
     "dict-latency": ("eval.dict_latency", "main", "dictionary lookup latency p50/p99"),
     "emulate": ("eval.emulator", "main", "replay references through drafters, no model"),
     "drafter-bench": ("eval.drafter_bench", "main", "drafter chains vs plain decoding"),
     "ssbd-bench": ("eval.ssbd_bench", "main", "AR vs SSBD on FLORES lag-k streams"),
-    "eval": ("eval.harness", "main", "the evaluation harness (tables, plots)"),
-    "caption": ("clients.caption", "main", "live-caption client: ASR streams or speech"),
+    "eval": ("eval.harness", "main", "quality, flicker and speed of live re-translation"),
+    "caption": ("clients.caption", "main",
+                "live captions from an ASR stream or speech; --room publishes them"),
     "load-test": ("clients.load_test", "main", "many live sessions + HTTP load (loopback)"),
     "bench-concurrency": ("eval.concurrency_bench", "main",
                           "C concurrent streams: --parallel 1 vs --parallel C"),
@@ -273,11 +276,27 @@ def main(argv: list[str] | None = None) -> int:
 USER_HELP = """\
 livetrans: an OpenAI-compatible streaming translation server for live captions.
 
-Start the server with `livetrans serve` (the bundled Gemma 3 270M model, on
-http://127.0.0.1:8000), then send speech-recognition updates to /v1/chat/completions
-(any OpenAI SDK) or stream them over the WebSocket /v1/live. `livetrans caption --file
-eval/samples/asr_sample_en.jsonl --target-lang de` shows live captions from a sample
-stream. Every command below takes --help.
+It re-translates a speech recogniser's growing transcript on every update, reusing the
+previous translation as a draft, so captions come fast and flicker little.
+
+Main commands:
+  livetrans serve      start the server: the bundled Gemma 3 270M model on
+                       http://127.0.0.1:8000; clients use /v1/chat/completions (any
+                       OpenAI SDK) or the WebSocket /v1/live
+  livetrans caption    live captions in the terminal from a recorded ASR stream
+                       (--file eval/samples/asr_sample_en.jsonl), from any ASR on --stdin,
+                       or from speech (--audio); --room NAME publishes them to viewers
+  livetrans eval       quality, flicker and speed of live re-translation
+
+The other commands build drafter tables and run benchmarks. Every command takes --help.
+"""
+
+
+SERVE_HELP = """\
+Start the OpenAI-compatible translation server (default: the bundled Gemma 3 270M model
+on http://127.0.0.1:8000). Every option below is also an environment variable
+(LIVETRANS_<NAME>). A model file that is missing or no GGUF, a busy port or a bad option
+is one line on stderr and exit code 2, before anything is served.
 """
 
 
@@ -295,9 +314,10 @@ def _main(argv: list[str]) -> int:
                                      formatter_class=PlainHelp)
     parser.add_argument("--version", action="version", version=f"livetrans {_version()}",
                         help="print the installed livetrans version and exit")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                title="commands")
     serve = sub.add_parser("serve", help="start the OpenAI-compatible server",
-                           formatter_class=PlainHelp)
+                           description=SERVE_HELP, formatter_class=PlainHelp)
     _add_settings_flags(serve)
     for name, (_, _, help_text) in DELEGATED.items():
         sub.add_parser(name, help=help_text, add_help=False)

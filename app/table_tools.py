@@ -106,7 +106,7 @@ def fertility_main(argv: list[str] | None = None) -> int:
                                  description="tokens per word, per language and tokenizer",
                                  formatter_class=PlainHelp)
     ap.add_argument("--file", type=_lang_and_path, action="append", required=True,
-                    help="LANG=PATH, repeatable (e.g. de=flores/dev/deu_Latn.dev)")
+                    help="LANG=PATH, repeatable (e.g. de=eval/samples/mono/de.txt)")
     add_model_options(ap, threads=False)
     ap.add_argument("--max-lines", type=int, default=None,
                     help="read at most this many lines of each file (default: all)")

@@ -33,6 +33,8 @@ def _require(path: Path | str | None, what: str, exists, kind: str) -> Path:  # 
         raise UsageError(f"{what} is required")
     p = Path(path).expanduser()
     if not exists(p):
+        if kind == "file" and p.is_dir():
+            raise UsageError(f"{what}: {p} is a folder, not a file")
         raise UsageError(f"{what}: no such {kind}: {p}")
     return p
 
@@ -133,6 +135,20 @@ def comma_list(item: Callable[[str], object] = str, what: str = "a value", *,
             except ValueError:
                 raise argparse.ArgumentTypeError(f"{part!r} is not {what}") from None
         return text
+
+    return check
+
+
+def checked(convert: Callable[[str], object], what: str) -> Callable[[str], object]:
+    """An argparse ``type`` for one value: ``convert`` (which raises ``ValueError`` on a
+    bad value), refused in one line that says what was expected (``--limit 0``: "'0' is not
+    a whole number >= 1") instead of argparse's "invalid positive_int value"."""
+
+    def check(text: str) -> object:
+        try:
+            return convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
 
     return check
 

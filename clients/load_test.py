@@ -10,8 +10,9 @@ at most ``--max-seconds``). It checks what a live-caption service must guarantee
 the figures: lost finals (finals without a final caption), 5xx responses, captions out of
 order, and the time from a final's arrival to its caption (p50/p99). Sessions the server
 refuses at once (admission control: ``busy``) are counted, not failed: they sent nothing.
-Exit status 1 if any admitted session's final was lost, any 5xx seen or any caption came
-out of order.
+Exit status 1 if any admitted session's final was lost, any 5xx seen, any caption came
+out of order, or ``--max-seconds`` ran out first; 2 (one line on stderr) for a mistake: no
+server at ``--server``, a key it refuses, a malformed ``--asr-file``.
 """
 
 from __future__ import annotations
@@ -22,14 +23,15 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
 import websockets
 
-from app.usage import PlainHelp
-from clients.urls import default_server, live_url
+from app.usage import PlainHelp, UsageError, checked, count, positive_int
+from clients.asr_file import load_utterances
+from clients.urls import default_server, http_url, live_url
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -46,6 +48,7 @@ class LoadStats:
     http_latency_ms: list[float] = field(default_factory=list)
     sessions_admitted: int = 0
     sessions_refused: dict[str, int] = field(default_factory=dict)  # by error code
+    timed_out: bool = False  # --max-seconds ran out before every session finished
 
 
 def build_updates(utterances: list[dict], n: int, offset: int) -> list[tuple[float, dict]]:
@@ -72,9 +75,11 @@ def build_updates(utterances: list[dict], n: int, offset: int) -> list[tuple[flo
 
 
 async def live_session(url: str, updates: list[tuple[float, dict]], speed: float,
-                       target: str, stats: LoadStats) -> None:
+                       target: str, stats: LoadStats, headers: dict[str, str] | None = None,
+                       ) -> None:
     sent_final_at: dict[int, float] = {}
-    async with websockets.connect(url, max_size=None, open_timeout=60) as ws:
+    async with websockets.connect(url, max_size=None, open_timeout=60,
+                                  additional_headers=headers) as ws:
         try:  # a refused session gets an error frame and a close, maybe before 'start'
             await ws.send(json.dumps({"type": "start", "target_lang": target}))
         except websockets.ConnectionClosed:
@@ -113,22 +118,28 @@ async def live_session(url: str, updates: list[tuple[float, dict]], speed: float
                     return
 
         task = asyncio.create_task(reader())
-        start = time.perf_counter()
-        for t, msg in updates:
-            delay = start + t / speed - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            await ws.send(json.dumps(msg))
-            if msg["type"] == "final":
-                stats.finals_sent += 1
-                sent_final_at[msg["segment"]] = time.perf_counter()
-        await ws.send(json.dumps({"type": "stop"}))
-        await task
+        try:
+            start = time.perf_counter()
+            for t, msg in updates:
+                delay = start + t / speed - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await ws.send(json.dumps(msg))
+                if msg["type"] == "final":
+                    stats.finals_sent += 1
+                    sent_final_at[msg["segment"]] = time.perf_counter()
+            await ws.send(json.dumps({"type": "stop"}))
+            await task
+        finally:  # cut short (--max-seconds): the reader goes with the session, quietly
+            if not task.done():
+                task.cancel()
+            elif not task.cancelled():
+                task.exception()  # retrieved: the session's own error is the one raised
 
 
 async def http_client(base: str, texts: list[str], stop: asyncio.Event, stats: LoadStats,
-                      target: str) -> None:
-    async with httpx.AsyncClient(timeout=300) as client:
+                      target: str, headers: dict[str, str] | None = None) -> None:
+    async with httpx.AsyncClient(timeout=300, headers=headers) as client:
         i = 0
         while not stop.is_set():
             t0 = time.perf_counter()
@@ -142,29 +153,63 @@ async def http_client(base: str, texts: list[str], stop: asyncio.Event, stats: L
             i += 1
 
 
+async def check_server(base: str, headers: dict[str, str] | None) -> None:
+    """One request before the load starts, so that a wrong address or key is one line
+    (``UsageError``) rather than a run of refused sessions and 401s reported as figures."""
+    try:
+        async with httpx.AsyncClient(timeout=30, headers=headers) as client:
+            r = await client.get(base + "/v1/models")
+    except httpx.TransportError as exc:
+        raise UsageError(f"cannot reach the server at {base}: {exc or type(exc).__name__}; "
+                         "is `livetrans serve` running?") from None
+    if r.status_code == 401:
+        raise UsageError(f"the server at {base} needs an API key: pass it with --api-key")
+    if r.status_code != 200:
+        raise UsageError(f"{base}/v1/models answered {r.status_code}: is --server a livetrans "
+                         "server?")
+
+
+def reference_texts(utterances: list[dict]) -> list[str]:
+    """What the HTTP clients translate: each utterance's reference, else its last event."""
+    return [str(u.get("reference") or u["events"][-1]["text"]) for u in utterances]
+
+
 async def run(args: argparse.Namespace) -> LoadStats:
-    host = urlparse(args.server).hostname
-    if host not in LOOPBACK:
-        raise SystemExit("load-test only targets loopback servers")
-    utterances = [json.loads(x) for x in args.asr_file.read_text().splitlines() if x.strip()]
+    base = http_url(args.server)
+    if urlsplit(base).hostname not in LOOPBACK:
+        raise UsageError(f"--server {args.server}: load-test only targets loopback servers "
+                         f"({', '.join(sorted(LOOPBACK))})")
+    utterances = load_utterances(args.asr_file, option="--asr-file")
+    api_key = getattr(args, "api_key", None)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    await check_server(base, headers)
     stats = LoadStats()
-    ws_url = live_url(args.server)
+    ws_url = live_url(base)
     stop = asyncio.Event()
-    texts = [u["reference"] for u in utterances]
-    http_tasks = [asyncio.create_task(http_client(args.server.rstrip("/"), texts[k::7], stop,
-                                                  stats, args.target_lang))
+    texts = reference_texts(utterances)
+    http_tasks = [asyncio.create_task(http_client(base, texts[k::7] or texts, stop, stats,
+                                                  args.target_lang, headers))
                   for k in range(args.http_clients)]
     sessions = [
         live_session(ws_url, build_updates(utterances, args.updates, offset=k * 3),
-                     args.speed, args.target_lang, stats)
+                     args.speed, args.target_lang, stats, headers)
         for k in range(args.sessions)
     ]
     try:
         await asyncio.wait_for(asyncio.gather(*sessions), args.max_seconds)
+    except TimeoutError:
+        stats.timed_out = True  # the figures so far are reported, unfinished finals as lost
     finally:
         stop.set()
         await asyncio.gather(*http_tasks, return_exceptions=True)
     return stats
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0 or value == float("inf"):
+        raise ValueError(text)
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,14 +220,16 @@ def main(argv: list[str] | None = None) -> int:
                          "%(default)s)")
     ap.add_argument("--asr-file", type=Path, required=True,
                     help="ASR partials JSONL the sessions replay, one utterance a line")
-    ap.add_argument("--sessions", type=int, default=50, help="concurrent WebSocket sessions")
-    ap.add_argument("--updates", type=int, default=100, help="updates each session sends")
-    ap.add_argument("--http-clients", type=int, default=4,
+    whole = checked(positive_int, "a whole number >= 1")
+    ap.add_argument("--sessions", type=whole, default=50, help="concurrent WebSocket sessions")
+    ap.add_argument("--updates", type=whole, default=100, help="updates each session sends")
+    ap.add_argument("--http-clients", type=checked(count, "a whole number >= 0"), default=4,
                     help="concurrent chat-completion loops alongside the sessions")
-    ap.add_argument("--speed", type=float, default=1.0,
+    ap.add_argument("--speed", type=checked(_positive_float, "a number > 0"), default=1.0,
                     help="replay speed factor (2 = twice real time)")
+    ap.add_argument("--api-key", default=None, help="bearer token, if the server needs one")
     ap.add_argument("--target-lang", default="de", help="translation language, ISO 639-1")
-    ap.add_argument("--max-seconds", type=float, default=1800,
+    ap.add_argument("--max-seconds", type=checked(_positive_float, "a number > 0"), default=1800,
                     help="time limit for the sessions, in seconds")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -195,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "sessions": args.sessions, "updates_per_session": args.updates,
         "sessions_admitted": stats.sessions_admitted,
-        "sessions_refused": stats.sessions_refused,
+        "sessions_refused": stats.sessions_refused, "timed_out": stats.timed_out,
         "wall_s": round(wall, 1),
         "finals_sent": stats.finals_sent, "finals_captioned": stats.finals_captioned,
         "lost_finals": stats.finals_sent - stats.finals_captioned,
@@ -206,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         "http_ms_p50": http_ms[0], "http_ms_p99": http_ms[1],
     }
     print(json.dumps(report, indent=2))
-    ok = report["lost_finals"] == 0 and five_xx == 0 and stats.out_of_order == 0
+    ok = (report["lost_finals"] == 0 and five_xx == 0 and stats.out_of_order == 0
+          and not stats.timed_out)
     return 0 if ok else 1
 
 

@@ -12,7 +12,6 @@ the displayed caption of each update, the way a caption overlay would show it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import uuid
 from pathlib import Path
@@ -20,8 +19,16 @@ from pathlib import Path
 import openai
 from openai import OpenAI
 
-from app.usage import EXIT_USAGE, PlainHelp, UsageError, one_line_argparse_errors
-from clients.urls import default_server
+from app.usage import (
+    EXIT_USAGE,
+    PlainHelp,
+    UsageError,
+    checked,
+    one_line_argparse_errors,
+    positive_int,
+)
+from clients.asr_file import load_utterances
+from clients.urls import default_server, http_url
 
 PROG = "python -m clients.openai_retranslation"
 
@@ -38,10 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         message = f"cannot reach the server at {exc.request.url}: is `livetrans serve` running?"
     except openai.APIStatusError as exc:
         message = f"the server answered {exc.status_code}: {_error_text(exc)}"
-    except FileNotFoundError as exc:
-        message = f"no such file: {exc.filename}"
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-        message = f"cannot read the ASR file: {exc}"
+        if exc.status_code == 401:
+            message += " (pass the server's key with --api-key)"
+    except openai.APIResponseValidationError as exc:
+        message = f"the server's answer is not a chat completion: {exc.message}"
     except KeyboardInterrupt:
         return 130
     print(f"{PROG}: {' '.join(message.split())}", file=sys.stderr)
@@ -49,9 +56,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _error_text(exc: openai.APIStatusError) -> str:
+    """The server's own message (OpenAI's error shape), else the status line; a server
+    that is no livetrans (no such route, a plain web server) gets a hint."""
     body = exc.body if isinstance(exc.body, dict) else {}
-    error = body.get("error", body) if isinstance(body, dict) else {}
-    return str(error.get("message") if isinstance(error, dict) else "") or exc.message
+    error = body.get("error", body)
+    message = error.get("message") if isinstance(error, dict) else None
+    text = str(message) if message else exc.response.reason_phrase or "no error message"
+    if exc.status_code in (404, 405, 501) and not message:
+        text += " (is --server a livetrans server?)"
+    return text
 
 
 def _run(argv: list[str] | None) -> int:
@@ -65,20 +78,18 @@ def _run(argv: list[str] | None) -> int:
                     help="bearer token (any text when the server needs none)")
     ap.add_argument("--file", type=Path, required=True,
                     help="ASR partials JSONL, one utterance a line")
-    ap.add_argument("--limit", type=int, default=3, help="first N utterances of --file")
+    ap.add_argument("--limit", type=checked(positive_int, "a whole number >= 1"), default=3,
+                    help="first N utterances of --file")
     ap.add_argument("--target-lang", default="de", help="translation language, ISO 639-1")
     args = ap.parse_args(argv)
 
+    utterances = load_utterances(args.file, args.limit)  # checked before anything is sent
     session_id = "example-" + uuid.uuid4().hex[:8]
-    base_url = args.base_url or args.server.rstrip("/") + "/v1"
-    if "://" not in base_url:
-        base_url = "http://" + base_url
+    base_url = http_url(args.base_url) if args.base_url else http_url(args.server) + "/v1"
     client = OpenAI(base_url=base_url, api_key=args.api_key, max_retries=0, timeout=120,
                     default_headers={"X-Session-ID": session_id})
-    lines = args.file.read_text(encoding="utf-8").splitlines()[: args.limit]
     seq = 0  # the session's update counter: an ASR retraction is a newer update, not stale
-    for line in lines:
-        utterance = json.loads(line)
+    for utterance in utterances:
         for event in utterance["events"]:
             seq += 1
             final = event["type"] == "final"
@@ -87,7 +98,10 @@ def _run(argv: list[str] | None) -> int:
                 messages=[{"role": "user", "content": event["text"]}],
                 extra_body={"target_lang": args.target_lang, "is_final": final, "seq": seq},
             )
-            info = response.model_extra["livetrans"]
+            info = (response.model_extra or {}).get("livetrans")
+            if not isinstance(info, dict):
+                raise UsageError(f"{base_url} answered without the 'livetrans' object: it is "
+                                 "not a livetrans server (--server, --base-url)")
             marker = "FINAL" if final else f"r{info['revision']:<4}"
             print(f"{marker} {info['display_text']}   "
                   f"(accepted {info['accepted_tokens']}/{info['draft_tokens']} draft tokens, "

@@ -1,6 +1,6 @@
 """Live speed of drafter chains vs plain decoding, side by side in one process.
 
-    livetrans drafter-bench --flores-dir DIR --dict-dir data_cache/dicts --langs de,zh,ja,uk \\
+    livetrans drafter-bench --flores-dir DIR --dict-dir DICTS --langs de,zh,ja,uk \\
         --limit 50 [--chains dictionary,ngram,trigram;ngram]
 
 Stateless (non-session) translation of FLORES sentences: every sentence is translated by

@@ -1,5 +1,6 @@
-"""``livetrans eval``: quality, flicker and speed of live re-translation, in the seeds' tables.
+"""``livetrans eval``: quality, flicker and speed of live re-translation, as tables and plots.
 
+    livetrans eval --flores-dir eval/samples/flores_layout --limit 3 --out results/sample
     livetrans eval --dataset flores --flores-dir DIR --langs de,zh,ja --limit 100 \\
         --methods ar --betas 0.2 --mask-k 3,5 --out results/flores
     livetrans eval --dataset acl --acl-dir DIR --langs de --betas 0,0.1,0.2,0.3,0.4,0.5
@@ -248,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report-only", action="store_true", help="recompute tables, no model")
     args = ap.parse_args(argv)
 
+    if args.source_lang in args.langs:
+        ap.error(f"--langs {','.join(args.langs)}: {args.source_lang} is the source language "
+                 "(--source-lang); name the languages to translate into")
     args.out.mkdir(parents=True, exist_ok=True)
     records_path = args.out / "records.jsonl"
     langs = args.langs

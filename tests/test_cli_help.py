@@ -10,6 +10,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import re
+import subprocess
+import sys
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -79,6 +83,7 @@ def test_every_option_has_plain_help(argv, monkeypatch, capsys) -> None:
     assert "``" not in out
     # help speaks to users of a clone: no paths of our development machines
     assert "shared/" not in out, "help names a shared/ path a clone does not have"
+    assert not paths_a_clone_lacks(out), paths_a_clone_lacks(out)
 
 
 def test_top_level_help_speaks_to_users(capsys) -> None:
@@ -87,3 +92,50 @@ def test_top_level_help_speaks_to_users(capsys) -> None:
     out = capsys.readouterr().out
     assert "livetrans serve" in out and "translation server" in out
     assert "UsageError" not in out and "``" not in out
+
+
+REPO = Path(__file__).resolve().parents[1]
+# roots of data that lives beside a development checkout, never in a clone
+_OUTSIDE = re.compile(r"(?<![\w/.-])(?:\.\./|~/|/work/|shared/|data_cache/)[^\s,;)'\"]*")
+# a relative path with a folder and a file name with an extension (eval/samples/x.jsonl)
+_FILE = re.compile(r"(?<![\w/.:<{$-])((?:[\w.-]+/)+[\w-]+\.[A-Za-z0-9]{1,6})(?![\w/>}])")
+_TOP = tuple(p.name + "/" for p in REPO.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def paths_a_clone_lacks(text: str) -> list[str]:
+    """Paths a help text names that a fresh clone does not have: data beside a development
+    checkout (``shared/``, ``../``, ``data_cache/``), or a repository file or folder that does
+    not exist. Placeholders (``DIR``, ``<lang>``) and what an example writes (``--out X``)
+    are not paths to check."""
+    found = [m.group(0) for m in _OUTSIDE.finditer(text)]
+    words = text.replace("\\\n", " ").split()
+    outputs = {words[i + 1] for i, w in enumerate(words[:-1]) if w in ("--out", ">")}
+    for m in _FILE.finditer(text):
+        path = m.group(1).split("=")[-1]
+        if path not in outputs and not (REPO / path).exists():
+            found.append(path)
+    for word in words:
+        path = word.strip(".,;:()[]'\"`").split("=")[-1]
+        if path.startswith(_TOP) and path not in outputs and not (REPO / path).exists():
+            found.append(path)
+    return sorted(set(found))
+
+
+def test_the_path_check_finds_what_a_clone_lacks() -> None:
+    text = ("--file de=flores/dev/deu_Latn.dev --dict-dir data_cache/dicts ../shared/data "
+            "--file eval/samples/asr_sample_en.jsonl --out eval/reports/new-run "
+            "<dict-dir>/<lang>.trigram.npz tokens/s p50/p99 http://127.0.0.1:8000/v1 "
+            "eval/samples/no_such.jsonl")
+    assert paths_a_clone_lacks(text) == ["../shared/data", "data_cache/dicts",
+                                         "eval/samples/no_such.jsonl",
+                                         "flores/dev/deu_Latn.dev"]
+
+
+@pytest.mark.parametrize("module", ["clients.openai_retranslation", "clients.caption"])
+def test_the_client_modules_help_too(module) -> None:
+    """The clients run as ``python -m``: their help follows the same rules."""
+    proc = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
+                          text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: ") and "``" not in proc.stdout
+    assert not paths_a_clone_lacks(proc.stdout), paths_a_clone_lacks(proc.stdout)

@@ -5,6 +5,7 @@ Each case runs the installed entry point in a subprocess, as a user would.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -184,3 +185,149 @@ def test_the_sdk_example_without_a_server_is_one_line(tmp_path) -> None:
         proc = subprocess.run([sys.executable, "-m", "clients.openai_retranslation", *args],
                               capture_output=True, text=True, timeout=120, env=environ)
         _one_line_error(proc, expected)
+
+
+# -- the class of each mistake above, not only its first example -----------------------------
+
+SAMPLE = Path(__file__).resolve().parents[2] / "eval" / "samples" / "asr_sample_en.jsonl"
+SDK = [sys.executable, "-m", "clients.openai_retranslation"]
+CAPTION = [sys.executable, "-m", "clients.caption"]
+
+
+def _run_module(argv: list[str], timeout: float = 300, **env: str):
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("LIVETRANS_")}
+    environ.update(env)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=environ,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def keyed_server():
+    from tests.conftest import LiveServer
+
+    with LiveServer(api_keys=["cli-key"], parallel=1) as server:
+        yield server
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["serve", "--host", "999.1.1.1"], ["--host", "999.1.1.1"]),
+    (["serve", "--host", "192.0.2.1"], ["cannot listen on 192.0.2.1"]),  # not this machine's
+    (["serve", "--port", "99999"], ["--port", "65535"]),
+    ([], ["required", "COMMAND"]),
+    (["eval", "--langs", "de,en", "--out", "{tmp}/out"], ["en is the source language"]),
+    (["eval", "--source-lang", "xx", "--out", "{tmp}/out"], ["Unsupported language 'xx'"]),
+    (["caption", "--file", str(SAMPLE), "--server", "ftp://127.0.0.1:1"],
+     ["unsupported scheme", "http://HOST:PORT"]),
+    (["caption", "--file", str(SAMPLE), "--server", "http://127.0.0.1:port"],
+     ["port is not a number"]),
+    (["caption", "--file", "{tmp}/no_text.jsonl", "--server", "http://127.0.0.1:1"],
+     ["no_text.jsonl line 1, event 2", '"text"']),
+    (["caption", "--file", "{tmp}/bad_time.jsonl"], ["bad_time.jsonl line 1, event 1", "'t'"]),
+    (["caption", "--file", "{tmp}/empty.jsonl"], ["no utterances"]),
+    (["caption", "--file", "{tmp}"], ["is a folder, not a file"]),
+    (["caption", "--file", str(SAMPLE), "--limit", "0"], ["--limit", "'0'", ">= 1"]),
+    (["caption", "--file", str(SAMPLE), "--target-lang", ","], ["--target-lang"]),
+    (["load-test", "--asr-file", str(SAMPLE), "--server", "http://192.0.2.1:8000"],
+     ["loopback"]),
+    (["load-test", "--asr-file", str(SAMPLE), "--server", "127.0.0.1:{port}"],
+     ["cannot reach", "livetrans serve"]),
+    (["load-test", "--asr-file", "{tmp}/no_text.jsonl", "--server", "127.0.0.1:{port}"],
+     ["no_text.jsonl line 1"]),
+    (["load-test", "--asr-file", str(SAMPLE), "--sessions", "0"], ["--sessions", "'0'"]),
+    (["load-test", "--asr-file", str(SAMPLE), "--speed", "0"], ["--speed", "'0'"]),
+])
+def test_more_mistakes_of_each_class_are_one_line(tmp_path, args, expected) -> None:
+    good = {"t": 0.5, "type": "partial", "text": "Hello"}
+    (tmp_path / "no_text.jsonl").write_text(json.dumps(
+        {"events": [good, {"type": "final", "txt": "Hello."}]}) + "\n")
+    (tmp_path / "bad_time.jsonl").write_text(json.dumps(
+        {"events": [dict(good, t="soon")]}) + "\n")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    port = str(free_port())  # nothing listens there
+    args = [a.replace("{tmp}", str(tmp_path)).replace("{port}", port) for a in args]
+    _one_line_error(_run(*args), *expected)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (SDK + ["--file", str(SAMPLE), "--server", "ftp://127.0.0.1:1"], ["unsupported scheme"]),
+    (SDK + ["--file", "{tmp}/no_text.jsonl"], ["no_text.jsonl line 1, event 1"]),
+    (SDK + ["--file", str(SAMPLE), "--limit", "0"], ["--limit", "'0'"]),
+    (SDK + ["--file", "{tmp}"], ["is a folder"]),
+    # the caption client run as a module is as strict as `livetrans caption`
+    (CAPTION + ["--file", "/no/partials.jsonl"], ["livetrans caption", "/no/partials.jsonl"]),
+    (CAPTION + ["--stdin", "--server", "http://127.0.0.1:{port}"], ["cannot reach"]),
+])
+def test_the_client_modules_are_one_line_too(tmp_path, argv, expected) -> None:
+    (tmp_path / "no_text.jsonl").write_text(json.dumps({"events": [{"type": "final"}]}) + "\n")
+    port = str(free_port())
+    argv = [a.replace("{tmp}", str(tmp_path)).replace("{port}", port) for a in argv]
+    _one_line_error(_run_module(argv), *expected)
+
+
+def test_a_key_the_server_refuses_is_one_line_for_every_client(keyed_server) -> None:
+    server = keyed_server.url
+    for key in ([], ["--api-key", "wrong"]):
+        _one_line_error(_run("caption", "--file", str(SAMPLE), "--limit", "1", "--fast",
+                             "--quiet", "--server", server, *key),
+                        "invalid API key", "--api-key")
+        _one_line_error(_run_module(SDK + ["--file", str(SAMPLE), "--limit", "1",
+                                           "--server", server, *key]),
+                        "401", "--api-key")
+        _one_line_error(_run("load-test", "--asr-file", str(SAMPLE), "--sessions", "1",
+                             "--updates", "2", "--server", server, *key),
+                        "needs an API key", "--api-key")
+
+
+def test_a_server_that_is_no_livetrans_is_one_line(live_server) -> None:
+    wrong = live_server.url + "/not-here"  # a livetrans server, but a path it does not serve
+    _one_line_error(_run("caption", "--file", str(SAMPLE), "--fast", "--quiet",
+                         "--server", wrong), "cannot reach", "/not-here/v1/live")
+    _one_line_error(_run_module(SDK + ["--file", str(SAMPLE), "--limit", "1",
+                                       "--server", wrong]), "404")
+    _one_line_error(_run("load-test", "--asr-file", str(SAMPLE), "--server", wrong),
+                    "404", "livetrans server")
+
+
+def test_a_room_the_server_refuses_is_one_line(live_server) -> None:
+    _one_line_error(_run("caption", "--file", str(SAMPLE), "--fast", "--quiet", "--server",
+                         live_server.url, "--room", "no spaces allowed"),
+                    "refused the session", "invalid_room")
+
+
+def test_a_server_that_goes_away_mid_stream_is_one_line() -> None:
+    """A server that drops the connection after ``start`` (killed, crashed): the client
+    says so in one line, and its reader task leaves no 'exception never retrieved'."""
+    import asyncio
+    import threading
+
+    import websockets
+
+    ready = threading.Event()
+    stop: dict[str, object] = {}
+    port = free_port()
+
+    async def drop_after_start(ws) -> None:  # noqa: ANN001
+        await ws.recv()  # the client's start
+        await ws.send(json.dumps({"type": "ready", "langs": ["de"]}))
+        await ws.recv()  # its first update, then the machine "dies"
+        ws.transport.abort()
+
+    async def serve() -> None:
+        async with websockets.serve(drop_after_start, "127.0.0.1", port):
+            loop = asyncio.get_running_loop()
+            stop["event"] = done = asyncio.Event()
+            stop["loop"] = loop
+            ready.set()
+            await done.wait()
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    thread.start()
+    assert ready.wait(30)
+    try:
+        proc = _run("caption", "--file", str(SAMPLE), "--quiet",
+                    "--server", f"http://127.0.0.1:{port}")
+    finally:
+        stop["loop"].call_soon_threadsafe(stop["event"].set)  # type: ignore[union-attr]
+        thread.join(30)
+    line = _one_line_error(proc, "the server went away")
+    assert "exception was never retrieved" not in proc.stderr, line

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -19,7 +20,9 @@ def test_replay_prints_stream_statistics(live_server, data_dir, capsys) -> None:
     assert stats["finals"] == 2 and stats["errors"] == 0
     assert stats["captions"] >= 2 and stats["final_to_caption_ms_p50"] > 0
     assert stats["ne_display"] is not None
-    assert "/" in stats["drafts_accepted"]  # accepted/proposed by source, e.g. "ngram 29/49"
+    # accepted/proposed draft tokens by source ("ngram 29/49, ssbd 40/52"), or "0" when every
+    # partial was superseded before it was translated (how often depends on the machine)
+    assert re.fullmatch(r"0|[a-z_]+ \d+/\d+(, [a-z_]+ \d+/\d+)*", stats["drafts_accepted"])
 
 
 def test_partials_from_stdin(live_server, monkeypatch, capsys) -> None:
@@ -100,3 +103,51 @@ def test_room_publishes_to_viewers_and_prints_their_link(live_server, capsys) ->
     assert len(finals) == 1 and finals[0]["lang"] == "de" and finals[0]["text"]
     out = capsys.readouterr().out
     assert "/watch?room=caption-cli&lang=de" in out
+
+
+def test_a_room_in_two_languages_with_keys_feeds_each_languages_viewers(capsys) -> None:
+    """What a room needs (API.md "Events"): several caption languages, and on a server with
+    API keys the speaker's key and the viewer token that the printed links carry."""
+    import asyncio
+    from urllib.parse import parse_qs, urlsplit
+
+    import websockets
+
+    from clients.urls import live_url
+    from tests.conftest import LiveServer
+
+    sample = Path(__file__).resolve().parents[2] / "eval" / "samples" / "asr_sample_en.jsonl"
+    with LiveServer(api_keys=["speaker-key"], parallel=2) as server:
+        token = server.state.rooms.token("two-langs")
+        watch = live_url(server.url).replace("/v1/live", "/v1/live/watch")
+
+        async def viewer(lang: str) -> list[dict]:
+            url = f"{watch}?room=two-langs&lang={lang}&token={token}"
+            async with websockets.connect(url) as ws:
+                frames = [json.loads(await ws.recv())]  # joined, before the talk
+                while frames[-1]["type"] != "ended":
+                    frames.append(json.loads(await asyncio.wait_for(ws.recv(), 300)))
+                return frames
+
+        async def talk() -> tuple[int, list[list[dict]]]:
+            viewers = [asyncio.create_task(viewer(lang)) for lang in ("de", "ja")]
+            await asyncio.sleep(0.5)  # both joined
+            code = await asyncio.to_thread(main, [
+                "--server", server.url, "--api-key", "speaker-key", "--file", str(sample),
+                "--limit", "1", "--fast", "--quiet", "--json", "--target-lang", "de,ja",
+                "--room", "two-langs"])
+            return code, list(await asyncio.gather(*viewers))
+
+        code, seen = asyncio.run(talk())
+    assert code == 0
+    for lang, frames in zip(("de", "ja"), seen, strict=True):
+        assert frames[0]["type"] == "joined"
+        finals = [f for f in frames if f["type"] == "caption" and f.get("final")]
+        assert len(finals) == 1 and finals[0]["lang"] == lang and finals[0]["text"]
+    out = capsys.readouterr().out
+    links = [line.split(" at ", 1)[1] for line in out.splitlines() if "viewers watch at" in line]
+    queries = [parse_qs(urlsplit(link).query) for link in links]
+    assert [q["lang"] for q in queries] == [["de"], ["ja"]]
+    assert all(q["token"] == [token] and q["room"] == ["two-langs"] for q in queries)
+    stats = json.loads(out.strip().splitlines()[-1])
+    assert stats["finals"] == 2 and stats["errors"] == 0  # one final per language

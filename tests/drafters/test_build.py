@@ -1,4 +1,4 @@
-"""Building real tables from the shared corpus with the Gemma tokenizer (vocabulary only)."""
+"""Building real tables from the sample German corpus with the Gemma tokenizer (vocabulary only)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """The engine on the real default model: batch verification, truncation, prefix reuse.
 
 Batch shape changes llama.cpp's CPU arithmetic, so logits from one batched pass differ from
-token-by-token logits by up to about a logit. Where the two best tokens are closer than
-that (a near-tie) the argmax may flip; everywhere else the two must agree.
+token-by-token logits (measured by ``livetrans numerics``). Where the two best tokens are
+closer than the measured spread (``tests.numerics.NEAR_TIE``, a near-tie) the argmax may
+flip; everywhere else the two must agree.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import numpy as np
 from app.engine.engine import GenerationRequest
 from app.engine.verify import top2_gap
 from app.prompts import FewShotFormat
+from tests.numerics import NEAR_TIE, first_difference
 
-NEAR_TIE = 1.0
 SOURCES = [
     "The committee will publish its final report on renewable energy next spring.",
     "Researchers found that the new vaccine protects children against severe malaria.",
@@ -76,7 +77,7 @@ def test_truncate_then_continue_matches_fresh_evaluation(engine) -> None:
 
 
 def _first_diff_is_near_tie(engine, prompt, a, b) -> bool:
-    i = next(j for j in range(min(len(a), len(b))) if a[j] != b[j])
+    i = first_difference(a, b)
     engine.truncate(0)
     first, _ = engine.evaluate_prompt(prompt, a[:i])
     return top2_gap(engine.row(first + i)) < NEAR_TIE
