@@ -202,6 +202,8 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "build-trigram": ("app.table_tools", "build_trigram_main",
                       "build a trigram drafter table from a text corpus"),
     "fertility": ("app.table_tools", "fertility_main", "tokens per word of a text, per language"),
+    "trim-vocab": ("app.vocab_trim.cli", "main",
+                   "a copy of a model keeping only the tokens some languages use"),
     "dict-latency": ("eval.dict_latency", "main", "dictionary lookup latency p50/p99"),
     "emulate": ("eval.emulator", "main", "replay references through drafters, no model"),
     "drafter-bench": ("eval.drafter_bench", "main", "drafter chains vs plain decoding"),

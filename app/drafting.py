@@ -22,16 +22,17 @@ log = logging.getLogger("livetrans.drafting")
 
 class ChainBuilder:
     def __init__(self, dict_dir: Path | None, tokenizer_identity: str | None = None,
-                 budget: int = 6) -> None:
+                 budget: int = 6, vocab_size: int | None = None) -> None:
         self.dict_dir = dict_dir
         self.tokenizer_identity = tokenizer_identity
+        self.vocab_size = vocab_size
         self.budget = budget
         self._tables: dict[tuple[str, str], Any] = {}
 
     @classmethod
     def from_settings(cls, settings: Any, runtime: Any) -> ChainBuilder:
         identity = runtime.tok.identity() if settings.dict_dir else None
-        return cls(settings.dict_dir, identity)
+        return cls(settings.dict_dir, identity, vocab_size=runtime.tok.n_vocab)
 
     def describe(self) -> str:
         where = self.dict_dir or "(no --dict-dir)"
@@ -58,7 +59,10 @@ class ChainBuilder:
                 if path.exists():
                     from drafters.trigram import TrigramDrafter
 
-                    return TrigramDrafter.load(path)
+                    return TrigramDrafter.load(path, self.tokenizer_identity, self.vocab_size)
+        except ValueError as exc:  # built for another tokenizer (e.g. a trimmed model's)
+            log.warning("the %s table for %s is not used: %s (rebuild it against this model)",
+                        kind, lang, exc)
         except Exception:  # noqa: BLE001 - a broken table costs speed, not service
             log.exception("could not load the %s table for %s", kind, lang)
         return None

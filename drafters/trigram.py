@@ -41,6 +41,10 @@ def _top_per_context(keys: np.ndarray, vocab_size: int):  # noqa: ANN202
     return ctx[starts], nxt[starts], counts[starts].astype(np.int64), totals.astype(np.int64)
 
 
+class TableMismatchError(ValueError):
+    """A trigram table built for another tokenizer than the model's."""
+
+
 @dataclass
 class TrigramDrafter:
     vocab_size: int
@@ -55,6 +59,7 @@ class TrigramDrafter:
     min_context_count: int = 2
     min_prob: float = 0.3
     name: str = "trigram"
+    tokenizer: str = ""  # the identity of the tokenizer whose ids the table holds
 
     @property
     def n_contexts(self) -> int:
@@ -87,14 +92,27 @@ class TrigramDrafter:
                 f, vocab_size=self.vocab_size, tri_ctx=self.tri_ctx, tri_top=self.tri_top,
                 tri_count=self.tri_count, tri_total=self.tri_total, bi_ctx=self.bi_ctx,
                 bi_top=self.bi_top, bi_count=self.bi_count, bi_total=self.bi_total,
-                min_context_count=self.min_context_count)
+                min_context_count=self.min_context_count, tokenizer=self.tokenizer)
 
     @classmethod
-    def load(cls, path: Path) -> TrigramDrafter:
+    def load(cls, path: Path, tokenizer_identity: str | None = None,
+             vocab_size: int | None = None) -> TrigramDrafter:
+        """The saved table; refused (``TableMismatchError``) when it was built for another
+        tokenizer: its ids would be other tokens, or no tokens at all, of this model (a
+        table of the full vocabulary against a trimmed model, ``livetrans trim-vocab``).
+        Tables from before the identity was recorded are checked by vocabulary size."""
         with np.load(path) as z:
-            return cls(int(z["vocab_size"]), z["tri_ctx"], z["tri_top"], z["tri_count"],
+            built_for = str(z["tokenizer"]) if "tokenizer" in z.files else ""
+            size = int(z["vocab_size"])
+            if tokenizer_identity and built_for and built_for != tokenizer_identity:
+                raise TableMismatchError(f"{path} was built for tokenizer {built_for}, "
+                                         f"not {tokenizer_identity}")
+            if vocab_size is not None and size != vocab_size:
+                raise TableMismatchError(f"{path} was built for {size} tokens, not "
+                                         f"{vocab_size}")
+            return cls(size, z["tri_ctx"], z["tri_top"], z["tri_count"],
                        z["tri_total"], z["bi_ctx"], z["bi_top"], z["bi_count"], z["bi_total"],
-                       min_context_count=int(z["min_context_count"]))
+                       min_context_count=int(z["min_context_count"]), tokenizer=built_for)
 
     @staticmethod
     def _find(keys: np.ndarray, key: int) -> int:
@@ -137,4 +155,5 @@ class TrigramDrafter:
 def build_trigram(lines: Iterable[str], lang: str, vocab, **kwargs) -> TrigramDrafter:  # noqa: ANN001
     lead = leading(lang)
     token_lines = (vocab.tokenize(lead + line) for line in lines)
-    return TrigramDrafter.from_token_lines(token_lines, vocab.n_vocab, **kwargs)
+    return TrigramDrafter.from_token_lines(token_lines, vocab.n_vocab,
+                                           tokenizer=vocab.identity(), **kwargs)

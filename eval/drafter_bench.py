@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     rt = model.runtime
     engine = Engine(rt)
     fmt = model.prompt_format
-    builder = ChainBuilder(args.dict_dir, rt.tok.identity(), budget=args.budget)
+    builder = ChainBuilder(args.dict_dir, rt.tok.identity(), budget=args.budget,
+                           vocab_size=rt.tok.n_vocab)
     chains = [c.split(",") for c in args.chains.split(";")]
     for lang in args.langs:
         pairs = read_flores_pair(args.flores_dir, args.split, "en", lang)[: args.limit]

@@ -114,7 +114,8 @@ class InProcessRunner:
         self.fmt = model.prompt_format
         if args.prompt_examples is not None and isinstance(self.fmt, FewShotFormat):
             self.fmt = replace(self.fmt, n_examples=args.prompt_examples)
-        self.chains = ChainBuilder(args.dict_dir, self.rt.tok.identity())
+        self.chains = ChainBuilder(args.dict_dir, self.rt.tok.identity(),
+                                   vocab_size=self.rt.tok.n_vocab)
         self.drafter_names = args.drafters.split(",") if args.drafters else []
         self.newline = self.rt.tokenize("\n")[-1]
         self.src = args.source_lang

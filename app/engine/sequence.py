@@ -182,7 +182,12 @@ class SequenceGeneration:
             return [], ""
         ctx = DraftContext(history=self.out, prompt=self.prompt, previous=req.previous)
         prop = req.drafters.propose_from(ctx, k)
-        return list(prop.tokens)[:k], prop.source
+        tokens = list(prop.tokens)[:k]
+        # a table built for another vocabulary (a full model's against a trimmed one) could
+        # name ids this model lacks; llama.cpp aborts on those, so the draft ends there
+        n_vocab = self.rt.n_vocab
+        valid = next((i for i, t in enumerate(tokens) if not 0 <= t < n_vocab), len(tokens))
+        return tokens[:valid], prop.source
 
     def _take(self, tokens: list[int], start: int, logits_from: int | None) -> list[Row]:
         self._rows = tokens

@@ -1,0 +1,1 @@
+"""Trimming a model's vocabulary to the languages it serves (``livetrans trim-vocab``)."""

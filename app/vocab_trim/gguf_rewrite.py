@@ -1,0 +1,163 @@
+"""Read a GGUF's vocabulary and write a copy that keeps only some tokens.
+
+What changes between the two files, and nothing else:
+
+- every ``tokenizer.ggml.*`` array with one entry per token (``tokens``, ``scores``,
+  ``token_type``, and any other per-token array a converter wrote) keeps the kept entries;
+- every ``tokenizer.ggml.*_token_id`` is renumbered (the kept ids keep their order, so a
+  token's new id is its rank among the kept);
+- every tensor with one row per token (``token_embd.weight``; ``output.weight`` where the
+  model does not tie it) keeps the kept rows. Rows of a quantised tensor are whole blocks,
+  so rows are copied byte for byte: nothing is re-quantised and kept tokens' logits are
+  unchanged;
+- ``livetrans.vocab_trim.*`` records the languages and, per new id, the original id (what
+  a tool needs to map anything stored as ids).
+
+Only tokenizers whose vocabulary can be cut this way are accepted: ``llama`` (SentencePiece
+pieces with scores, no merges list; Gemma, Llama 2, Mistral). A BPE tokenizer carries a
+merges list whose every line names two tokens, and WordPiece and others have rules of their
+own; cutting those is refused rather than guessed.
+
+The output is written to a temporary file beside ``out`` and renamed into place only when
+complete: a failure leaves no half-written model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from app.vocab_trim.selection import TokenTable
+
+TRIMMABLE_TOKENIZERS = ("llama",)
+_TOKENS = "tokenizer.ggml.tokens"
+_MODEL = "tokenizer.ggml.model"
+_SCORES = "tokenizer.ggml.scores"
+_TYPES = "tokenizer.ggml.token_type"
+_MERGES = "tokenizer.ggml.merges"
+SOURCE_IDS_KEY = "livetrans.vocab_trim.source_ids"
+LANGS_KEY = "livetrans.vocab_trim.langs"
+
+
+class TrimError(Exception):
+    """The model cannot be trimmed (one sentence, for the command line)."""
+
+
+def open_gguf(path: Path):  # noqa: ANN201 - gguf.GGUFReader
+    """A read-only ``GGUFReader`` (memory-mapped: tensors are read only when copied)."""
+    import gguf
+
+    try:
+        return gguf.GGUFReader(path)
+    except (ValueError, OSError) as exc:
+        raise TrimError(f"{path} could not be read as GGUF ({exc})") from None
+
+
+def token_table(reader) -> TokenTable:  # noqa: ANN001 - gguf.GGUFReader
+    """The per-token arrays of a trimmable tokenizer, or ``TrimError`` naming what is not."""
+    model = _field_value(reader, _MODEL)
+    if model is None or _TOKENS not in reader.fields:
+        raise TrimError("the model has no tokenizer in its GGUF metadata; there is nothing "
+                        "to trim")
+    if model not in TRIMMABLE_TOKENIZERS or _MERGES in reader.fields:
+        raise TrimError(f"the model's tokenizer type is '{model}'; only SentencePiece "
+                        f"vocabularies ({', '.join(TRIMMABLE_TOKENIZERS)}: Gemma, Llama 2, "
+                        "Mistral) can be trimmed safely")
+    tokens = reader.fields[_TOKENS].contents()
+    n = len(tokens)
+    for key in (_SCORES, _TYPES):
+        if key not in reader.fields or len(reader.fields[key].data) != n:
+            raise TrimError(f"the model's tokenizer lacks a complete {key} array")
+    return TokenTable(tokens=tokens,
+                      scores=np.asarray(reader.fields[_SCORES].contents(), dtype=np.float32),
+                      types=np.asarray(reader.fields[_TYPES].contents(), dtype=np.int32))
+
+
+def _field_value(reader, key: str):  # noqa: ANN001, ANN202
+    field = reader.fields.get(key)
+    return None if field is None else field.contents()
+
+
+def special_token_ids(reader) -> list[int]:  # noqa: ANN001 - gguf.GGUFReader
+    """The ids the metadata names (``tokenizer.ggml.bos_token_id`` and the like): a trimmed
+    model must keep them whatever their type."""
+    return [int(f.contents()) for f in reader.fields.values()
+            if f.name.startswith("tokenizer.ggml.") and f.name.endswith("_token_id")]
+
+
+def _per_token_rows(tensor, n_vocab: int) -> bool:  # noqa: ANN001
+    """A tensor with one row per token (ggml's outermost dimension is the token)."""
+    dims = [int(d) for d in tensor.shape]
+    return len(dims) == 2 and dims[-1] == n_vocab
+
+
+def write_trimmed(reader, keep: np.ndarray, out: Path, langs: list[str]) -> None:  # noqa: ANN001
+    """Write ``reader``'s model with only the token ids ``keep`` (ascending) to ``out``."""
+    import gguf
+
+    table_size = len(reader.fields[_TOKENS].data)
+    keep = np.asarray(keep, dtype=np.int64)
+    if len(keep) == 0 or np.any(np.diff(keep) <= 0) or keep[-1] >= table_size:
+        raise ValueError("keep must be ascending token ids of the model")
+    new_id = np.full(table_size, -1, dtype=np.int64)
+    new_id[keep] = np.arange(len(keep))
+    rows = {t.name for t in reader.tensors if _per_token_rows(t, table_size)}
+    if not rows:
+        raise TrimError("the model has no tensor with one row per token; its vocabulary "
+                        "cannot be cut")
+
+    arch = _field_value(reader, "general.architecture")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        writer = gguf.GGUFWriter(tmp, arch, endianess=reader.endianess)
+        _copy_metadata(reader, writer, keep, new_id, table_size)
+        writer.add_array(SOURCE_IDS_KEY, [int(i) for i in keep])
+        writer.add_string(LANGS_KEY, ",".join(langs))
+        tensors = []
+        for t in reader.tensors:
+            data = t.data[keep] if t.name in rows else t.data
+            writer.add_tensor_info(t.name, data.shape, data.dtype, data.nbytes, t.tensor_type)
+            tensors.append(data)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        for data in tensors:
+            writer.write_tensor_data(np.ascontiguousarray(data),
+                                     tensor_endianess=reader.endianess)
+        writer.close()
+        os.replace(tmp, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def _copy_metadata(reader, writer, keep: np.ndarray, new_id: np.ndarray,  # noqa: ANN001
+                   table_size: int) -> None:
+    import gguf
+
+    for f in reader.fields.values():
+        if f.name.startswith("GGUF.") or f.name == "general.architecture":
+            continue  # the writer writes its own
+        if f.name.startswith("livetrans.vocab_trim."):
+            continue  # a trimmed model trimmed again records its new provenance
+        kind = f.types[0]
+        sub = f.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
+        value = f.contents()
+        if (kind == gguf.GGUFValueType.ARRAY and f.name.startswith("tokenizer.ggml.")
+                and len(f.data) == table_size):
+            value = [value[i] for i in keep]
+        elif f.name.startswith("tokenizer.ggml.") and f.name.endswith("_token_id"):
+            if not 0 <= int(value) < table_size or new_id[int(value)] < 0:
+                raise TrimError(f"the special token {f.name} = {value} is not kept")
+            value = int(new_id[int(value)])
+        elif f.name.endswith(".vocab_size"):
+            value = len(keep)
+        writer.add_key_value(f.name, value, kind, sub_type=sub)
