@@ -36,6 +36,7 @@ from app.usage import (
     comma_list,
     count,
     fraction,
+    require_file,
 )
 from drafters.chain import DEFAULT_ORDER
 from eval.datasets.acl6060 import read_acl_pair
@@ -100,22 +101,25 @@ def expand_methods(args: argparse.Namespace) -> list[Method]:
 class InProcessRunner:
     """Runs methods on a local engine (the server's code path, no HTTP)."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, model_path: str | None = None,
+                 dict_dir: Path | None = None) -> None:
         from app.drafting import ChainBuilder
         from app.engine.engine import Engine
         from app.loader import load_model
         from app.prompts import FewShotFormat
         from app.settings import ModelSettings
 
-        model = load_model(ModelSettings(model=args.model, n_threads=args.n_threads,
+        path = args.model if model_path is None else model_path
+        model = load_model(ModelSettings(model=path, n_threads=args.n_threads,
                                          prompt_format=args.prompt_format, parallel=1))
         self.rt = model.runtime
         self.engine = Engine(self.rt)
         self.fmt = model.prompt_format
         if args.prompt_examples is not None and isinstance(self.fmt, FewShotFormat):
             self.fmt = replace(self.fmt, n_examples=args.prompt_examples)
-        self.chains = ChainBuilder(args.dict_dir, self.rt.tok.identity(),
-                                   vocab_size=self.rt.tok.n_vocab)
+        self.chains = ChainBuilder(args.dict_dir if dict_dir is None else dict_dir,
+                                   self.rt.tok.identity(), vocab_size=self.rt.tok.n_vocab)
+        self.id_map = trimmed_ids(path)
         self.drafter_names = args.drafters.split(",") if args.drafters else []
         self.newline = self.rt.tokenize("\n")[-1]
         self.src = args.source_lang
@@ -127,11 +131,38 @@ class InProcessRunner:
         # Each stream starts from an empty KV cache: results then do not depend on what ran
         # before (batch shapes decide near-ties), so a resumed run reproduces a full one.
         self.engine.truncate(0)
-        return run_stream(self.engine, self.fmt, method, stream, self.src, lang, chain,
-                          self.newline, self.max_tokens)
+        records = run_stream(self.engine, self.fmt, method, stream, self.src, lang, chain,
+                             self.newline, self.max_tokens)
+        if method.model:  # records speak the run's base vocabulary, or carry no ids
+            for r in records:
+                ids = r.pop("token_ids", None)
+                if self.id_map is not None and ids is not None:
+                    r["token_ids"] = [int(self.id_map[t]) for t in ids]
+        return records
 
     def detokenize(self, ids: list[int]) -> str:
         return self.rt.detokenize(ids)
+
+
+def trimmed_ids(model_path: str | None) -> list[int] | None:
+    """For a model written by ``livetrans trim-vocab``: its ids' original ids (so records
+    of a trimmed model read in the full model's vocabulary); None for any other model."""
+    if model_path is None:
+        return None
+    from app.vocab_trim.gguf_rewrite import SOURCE_IDS_KEY, open_gguf
+
+    field = open_gguf(Path(model_path)).fields.get(SOURCE_IDS_KEY)
+    return None if field is None else [int(i) for i in field.contents()]
+
+
+def _compared_model(spec: str) -> tuple[str, str, Path | None]:
+    """``NAME=PATH[:DICT_DIR]`` of ``--compare-model``."""
+    name, sep, rest = spec.partition("=")
+    if not sep or not name or not rest or not name.replace("-", "").replace("_", "").isalnum():
+        raise argparse.ArgumentTypeError(
+            f"{spec!r} is not NAME=PATH (e.g. trim-de=models/gemma-en-de.gguf)")
+    path, _, dict_dir = rest.partition(":")
+    return name, path, Path(dict_dir) if dict_dir else None
 
 
 class ServerRunner:
@@ -234,6 +265,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="folder of drafter tables (<lang>.dict, <lang>.trigram.npz) for "
                          "--drafters")
     add_model_options(ap)
+    ap.add_argument("--compare-model", type=_compared_model, action="append", default=[],
+                    metavar="NAME=PATH[:DICT_DIR]",
+                    help="also run every method on this GGUF, interleaved per stream, as "
+                         "METHOD@NAME (speedups against --model's AR); DICT_DIR: its "
+                         "drafter tables (default --dict-dir); repeatable")
     ap.add_argument("--prompt-format", default=None,
                     help="few-shot or chat-template (default: chosen from the model)")
     ap.add_argument("--prompt-examples", type=int, default=None,
@@ -271,7 +307,14 @@ def main(argv: list[str] | None = None) -> int:
             streams = {lang: load_streams(args, lang) for lang in langs}
         except DatasetNotFoundError as exc:
             raise UsageError(str(exc)) from None
+        if args.server and args.compare_model:
+            ap.error("--compare-model runs models in process; it cannot be used with --server")
+        for _, path, _ in args.compare_model:
+            require_file(path, "--compare-model")
         runner = ServerRunner(args) if args.server else InProcessRunner(args)
+        runners: list[tuple[str, InProcessRunner | ServerRunner]] = [("", runner)] + [
+            (name, InProcessRunner(args, path, dict_dir))
+            for name, path, dict_dir in args.compare_model]
         (args.out / "run.json").write_text(json.dumps(
             {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
             indent=2))
@@ -280,10 +323,12 @@ def main(argv: list[str] | None = None) -> int:
         todo = [(lang, s) for lang in langs for s in streams[lang]]
         with open(records_path, "a", encoding="utf-8") as out:
             for lang, stream in tqdm(todo, desc="streams", unit="stream"):
-                for method in methods:
+                for method, label_runner in [
+                        (replace(m, name=f"{m.name}@{label}", model=label) if label else m, r)
+                        for m in methods for label, r in runners]:
                     if (lang, stream.id, method.name) in done:
                         continue
-                    recs = runner.run(method, stream, lang)
+                    recs = label_runner.run(method, stream, lang)
                     for r in recs:
                         r.update(dataset=args.dataset, source_lang=args.source_lang,
                                  lang=lang, stream=stream.id, method=method.name,

@@ -46,6 +46,7 @@ class Method:
     final_beta: float | None = TranslateOptions.final_beta
     draft_guard: bool = TranslateOptions.draft_guard
     final_retry: bool = TranslateOptions.final_retry
+    model: str = ""  # ``@NAME``: run on the model ``--compare-model NAME=PATH`` names
 
     @property
     def is_ar(self) -> bool:
@@ -67,8 +68,15 @@ _FLAGS: dict[str, dict] = {
 
 
 def parse_method(item: str) -> Method:
+    """``ssbd-b0.2+drafters@de``: a method, its flags, and the model label after ``@``."""
     item = item.strip()
-    base, *flags = item.split("+")
+    spec, _, model = item.partition("@")
+    m = _parse_spec(spec, item)
+    return replace(m, model=model) if model else m
+
+
+def _parse_spec(spec: str, item: str) -> Method:
+    base, *flags = spec.split("+")
     if base == "ar":  # re-translation from scratch, as any server does it: no retry either
         m = Method(item, None, tuple(flags), final_retry=False)
     elif base.startswith("ssbd-b"):

@@ -90,8 +90,9 @@ def _stream_key(sid: str) -> tuple[int, str]:
 
 
 def is_baseline(row: dict) -> bool:
-    """AR as the baseline: no draft and no flags (``ar+retry`` is a variant, not it)."""
-    return row["beta"] is None and not row["flags"]
+    """AR on the run's own model as the baseline: no draft, no flags (``ar+retry`` is a
+    variant, not it), no ``@model`` label (a compared model's AR is measured against it)."""
+    return row["beta"] is None and not row["flags"] and not row.get("model")
 
 
 def summarize(records: list[dict], mask_ks: list[int], detokenize: Callable | None,
@@ -121,7 +122,8 @@ def summarize(records: list[dict], mask_ks: list[int], detokenize: Callable | No
             "dataset": dataset, "lang": lang, "method": method,
             # records written before the harness stored it were all English sources
             "source_lang": flat[0].get("source_lang", "en"),
-            "beta": parsed.beta, "flags": list(parsed.flags), "streams": len(stream_list),
+            "beta": parsed.beta, "flags": list(parsed.flags), "model": parsed.model,
+            "streams": len(stream_list),
             "updates": len(flat), "ne_unit": unit,
             "NE": ne.corpus_score(outputs).score,
             **acceptance(flat), **speed(flat), **final_caption_ms(stream_list),
@@ -232,7 +234,7 @@ def table3(summary: dict) -> list[Block]:
     blocks: list[Block] = []
     for dataset, lang in _groups(summary):
         rows = [r for r in summary.values() if (r["dataset"], r["lang"]) == (dataset, lang)
-                and not r["flags"]]
+                and not r["flags"] and not r.get("model")]
         if len(rows) < 3:
             continue
         rows.sort(key=lambda r: -1.0 if r["beta"] is None else r["beta"])

@@ -2,11 +2,11 @@
 
 A vocabulary token is "of a language" when every character of it is either a letter (or
 combining mark) of one of that language's scripts, or a neutral character: the word-start
-marker ``▁``, digits, ASCII and Latin-1 punctuation and symbols, general punctuation (dashes,
-quotes, currency signs), and, for Chinese and Japanese, the CJK symbol and full-width forms blocks. Letters
-are classed by the first word of their Unicode name (``LATIN``, ``CYRILLIC``, ``CJK``,
-``HIRAGANA``, ``KATAKANA``), which is exact for every letter those languages write and
-needs no table of code-point ranges.
+marker ``▁``, digits, ASCII and Latin-1 punctuation and symbols, general punctuation
+(dashes, quotes), currency signs, and, for Chinese and Japanese, the CJK symbol and
+full-width forms blocks. Letters are classed by the first word of their Unicode name
+(``LATIN``, ``CYRILLIC``, ``CJK``, ``HIRAGANA``, ``KATAKANA``), which is exact for every
+letter those languages write and needs no table of code-point ranges.
 """
 
 from __future__ import annotations
