@@ -48,6 +48,7 @@ from eval.display_eval import display_report, parse_modes
 from eval.methods import Method, parse_methods, run_stream
 from eval.report import (
     load_records,
+    model_comparison,
     pathology_listing,
     plots,
     summarize,
@@ -359,6 +360,9 @@ def main(argv: list[str] | None = None) -> int:
         blocks += ["\n## Table 3 layout (beta sweep)", *t3]
     if base and mask_ks:
         blocks += ["\n## Table 4 layout (mask-k)", *table4(summary, mask_ks, base)]
+    compared = model_comparison(summary, records)
+    if compared:
+        blocks += ["\n## Models compared (--compare-model)", *compared]
     if display_modes:
         blocks += ["", *display_report(records, display_modes, mask_ks or [3], detok,
                                        args.out)]

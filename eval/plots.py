@@ -14,7 +14,9 @@ one with the Agg canvas, so no display and no pyplot state are involved.
   marked;
 * ``policy_frontier``: speedup against pathological finals and chrF, one point per method;
 * ``display_flicker_vs_latency``: display NE against the time to first display, one point
-  per method and display policy.
+  per method and display policy;
+* ``model_tradeoff``: chrF against speedup, one colour per model (``--compare-model``), one
+  panel per dataset and language.
 """
 
 from __future__ import annotations
@@ -242,4 +244,52 @@ def display_flicker_vs_latency(rows: Sequence[dict], dataset: str, lang: str) ->
                frameon=False)
     fig.suptitle(_title(dataset, lang, "flicker vs latency by display policy", rows))
     fig.tight_layout(rect=(0, 0.1 + 0.03 * (len(handles) // 4), 1, 1))
+    return fig
+
+
+def model_tradeoff(groups: dict[tuple[str, str], Sequence[dict]]) -> Figure | None:
+    """chrF of finals against speedup over the base model's AR, one panel per (dataset,
+    language), one colour per model (``--compare-model``; "base" is ``--model``), AR and
+    SSBD marked apart and joined per model. None when no run compared models."""
+    panels = {g: [r for r in rows if r.get("speedup") is not None and r.get("chrF") is not None]
+              for g, rows in sorted(groups.items())}
+    panels = {g: rows for g, rows in panels.items()
+              if any(r.get("model") for r in rows)}
+    if not panels:
+        return None
+    models = sorted({r.get("model") or "base" for rows in panels.values() for r in rows},
+                    key=lambda m: (m != "base", m))
+    colors = {m: f"C{i % 10}" for i, m in enumerate(models)}
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig = Figure(figsize=(4.4 * ncols, 3.8 * nrows + 0.8))
+    grid = fig.subplots(nrows, ncols, squeeze=False)
+    axes = [ax for row in grid for ax in row]
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    for ax, ((dataset, lang), rows) in zip(axes, panels.items(), strict=False):
+        for m in models:
+            pts = sorted((r for r in rows if (r.get("model") or "base") == m),
+                         key=lambda r: r["speedup"])
+            ax.plot([r["speedup"] for r in pts], [r["chrF"] for r in pts], color=colors[m],
+                    linewidth=0.8, alpha=0.6)
+            for r in pts:
+                ax.scatter(r["speedup"], r["chrF"], s=44, zorder=3, color=colors[m],
+                           marker="o" if r.get("beta") is None else "s")
+        ax.axvline(1.0, color="gray", linestyle=":", linewidth=1)
+        ax.set_xlabel("speedup over the base model's AR")
+        ax.set_ylabel("chrF of finals")
+        ax.set_xlim(left=0, right=max(1.0, *(r["speedup"] for r in rows)) * 1.15)
+        ax.set_ylim(bottom=0, top=max(r["chrF"] for r in rows) * 1.25)
+        ax.set_title(_title(dataset, lang, "", rows).replace(":  (", " ("), fontsize=8)
+        ax.grid(alpha=0.3)
+        _sample_note(ax, _n(rows))
+    handles = [Line2D([], [], color=colors[m], marker="o", linestyle="", label=m)
+               for m in models]
+    handles += [Line2D([], [], color="gray", marker=mk, linestyle="", label=label)
+                for mk, label in (("o", "AR"), ("s", "SSBD"))]
+    fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)), fontsize=8,
+               frameon=False)
+    fig.suptitle("Models side by side: quality against speed")
+    fig.tight_layout(rect=(0, 0.8 / fig.get_figheight(), 1, 0.96))
     return fig

@@ -271,10 +271,12 @@ def table4(summary: dict, mask_ks: list[int], base: str) -> list[Block]:
 def plots(summary: dict, records: list[dict], out_dir: Path) -> list[Path]:
     """Per (dataset, lang): quality vs beta, flicker vs latency, time per update and the
     final policies' frontier, as PNGs (``eval.plots``; a figure its data cannot answer is
-    left out)."""
+    left out); with ``--compare-model`` runs, ``models.png`` (every model, every group)."""
     made = []
     for dataset, lang in _groups(summary):
-        rows = [r for r in summary.values() if (r["dataset"], r["lang"]) == (dataset, lang)]
+        # one model's figures: the base model's rows (compared models: ``model_tradeoff``)
+        rows = [r for r in summary.values() if (r["dataset"], r["lang"]) == (dataset, lang)
+                and not r.get("model")]
         for stem, fig in (
                 ("beta", figures.quality_vs_beta(rows, dataset, lang)),
                 ("flicker", figures.flicker_vs_latency(rows, dataset, lang)),
@@ -282,4 +284,57 @@ def plots(summary: dict, records: list[dict], out_dir: Path) -> list[Path]:
                 ("policy", figures.policy_frontier(rows, dataset, lang))):
             if fig is not None:
                 made.append(figures.save(fig, out_dir / f"{stem}_{dataset}_{lang}.png"))
+    groups = {g: [r for r in summary.values() if (r["dataset"], r["lang"]) == g]
+              for g in _groups(summary)}
+    fig = figures.model_tradeoff(groups)
+    if fig is not None:
+        made.append(figures.save(fig, out_dir / "models.png"))
     return made
+
+
+def model_comparison(summary: dict, records: list[dict]) -> list[Block]:
+    """Each compared model (``METHOD@NAME``) against the base model's same method, on the
+    same streams: speed ratio, chrF difference with a 95% paired-bootstrap interval,
+    identical finals, pathological finals and NE, per dataset and language."""
+    from eval.metrics.quality import paired_chrf_difference
+
+    streams = by_stream(records)
+    blocks: list[Block] = []
+    for dataset, lang in _groups(summary):
+        rows = [r for r in summary.values() if (r["dataset"], r["lang"]) == (dataset, lang)]
+        compared = [r for r in rows if r.get("model")]
+        if not compared:
+            continue
+        t = Table(["Method", "Model", "decode s (base / model)", "Speedup over base",
+                   "chrF base / model", "chrF diff [95% CI]", "identical finals",
+                   "pathological base / model", "NE base / model"],
+                  title=f"{dataset} {direction(rows[0]['source_lang'], lang)}: "
+                        "models compared on the same streams")
+        for r in compared:
+            base_name = r["method"].rsplit("@", 1)[0]
+            base = summary.get(f"{dataset}|{lang}|{base_name}")
+            if base is None:
+                continue
+            finals_a, finals_b, refs = [], [], []
+            for (d, lg, method, sid), recs in streams.items():
+                if (d, lg, method) != (dataset, lang, base_name) or not recs[-1]["final"]:
+                    continue
+                other = streams.get((d, lg, r["method"], sid))
+                if other and other[-1]["final"]:
+                    finals_a.append(recs[-1]["text"])
+                    finals_b.append(other[-1]["text"])
+                    refs.append(recs[-1].get("reference") or "")
+            ci = "-"
+            if finals_a and all(refs):
+                delta, low, high = paired_chrf_difference(finals_a, finals_b, refs)
+                ci = f"{delta:+.1f} [{low:+.1f}, {high:+.1f}]"
+            same = sum(a == b for a, b in zip(finals_a, finals_b, strict=True))
+            t.add(base_name, r["model"], f"{base['decode_s']:.1f} / {r['decode_s']:.1f}",
+                  _fmt(base["decode_s"] / r["decode_s"] if r["decode_s"] else None),
+                  f"{_fmt(base['chrF'])} / {_fmt(r['chrF'])}", ci,
+                  f"{same}/{len(finals_a)}",
+                  f"{base.get('pathological_finals', 0)} / {r.get('pathological_finals', 0)}",
+                  f"{_fmt(base['NE'])} / {_fmt(r['NE'])}")
+        blocks.append(t)
+    return blocks
+

@@ -71,3 +71,20 @@ def openai_client(live_server):
 
     return OpenAI(base_url=live_server.url + "/v1", api_key="unused", max_retries=0,
                   timeout=120)
+
+
+@pytest.fixture(scope="session")
+def trimmed_en_de(tmp_path_factory) -> tuple[Path, dict]:
+    """``livetrans trim-vocab --langs en,de`` over the repository's samples: the file and
+    its report (tests/app/vocab_trim, and the eval harness comparing models)."""
+    import json
+
+    from app.vocab_trim.cli import main
+
+    out = tmp_path_factory.mktemp("trim") / "en-de.gguf"
+    report = out.with_suffix(".json")
+    assert main(["--langs", "en,de", "--out", str(out), "--report", str(report),
+                 "--corpus", f"de={SAMPLES / 'mono' / 'de.txt'}",
+                 "--corpus", f"en={SAMPLES / 'flores_layout' / 'dev' / 'eng_Latn.dev'}",
+                 "--check", f"en={SAMPLES / 'acl6060_layout' / 'dev' / 'en.txt'}"]) == 0
+    return out, json.loads(report.read_text())

@@ -35,7 +35,7 @@ from app.vocab_trim.gguf_rewrite import (
 from app.vocab_trim.scripts import LANGUAGE_SCRIPTS, scripts_of
 from app.vocab_trim.selection import REASONS, coverage, select_tokens
 
-DEFAULT_TOP = 32768
+DEFAULT_TOP = 65536
 CHECK_LINES = 2000  # lines of each corpus re-tokenized with the trimmed model
 
 HELP = """\

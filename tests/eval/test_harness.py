@@ -46,3 +46,38 @@ def test_report_only_recomputes_from_records(data_dir, tmp_path) -> None:
     before = (out / "summary.json").read_text()
     assert main(["--out", str(out), "--report-only", "--betas", "", "--mask-k", "3"]) == 0
     assert (out / "summary.json").read_text() == before
+
+
+def test_models_are_compared_side_by_side(data_dir, tmp_path, trimmed_en_de) -> None:
+    """Every method also runs on the compared model, as METHOD@NAME; the trimmed model's
+    token ids are recorded in the base vocabulary, so display metrics are computed alike."""
+    import json
+
+    path, _ = trimmed_en_de
+    out = tmp_path / "models"
+    assert _run(data_dir, out, "--methods", "ar", "--betas", "0.2", "--display-modes", "",
+                "--compare-model", f"trim={path}") == 0
+    summary = json.loads((out / "summary.json").read_text())
+    rows = {r["method"]: r for r in summary.values()}
+    assert set(rows) == {"ar", "ssbd-b0.2", "ar@trim", "ssbd-b0.2@trim"}
+    assert rows["ar@trim"]["model"] == "trim" and rows["ar@trim"]["speedup"] > 0
+    assert rows["ssbd-b0.2@trim"]["NE_display_k3"] is not None
+    assert (out / "plots" / "models.png").exists()
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    # the two models' records of one stream are interleaved, stream by stream
+    assert [r["stream"] for r in records] == sorted(r["stream"] for r in records)
+
+
+def test_compare_model_mistakes_are_usage_errors(data_dir, tmp_path) -> None:
+    import pytest
+
+    from app.usage import UsageError, one_line_argparse_errors
+
+    with one_line_argparse_errors():
+        with pytest.raises(UsageError, match="NAME=PATH"):
+            _run(data_dir, tmp_path / "a", "--compare-model", "no-path")
+        with pytest.raises(UsageError, match="no such file"):
+            _run(data_dir, tmp_path / "b", "--compare-model", f"x={tmp_path / 'none.gguf'}")
+        with pytest.raises(UsageError, match="--server"):
+            _run(data_dir, tmp_path / "c", "--server", "http://127.0.0.1:9",
+                 "--compare-model", f"x={tmp_path}")

@@ -48,3 +48,12 @@ def test_run_stream_drives_a_session_and_records_draft_stats(engine) -> None:
     ar = run_stream(engine, FewShotFormat(), parse_method("ar"), stream, "en", "de", None,
                     newline, max_tokens=32)
     assert all(r["drafted"] == 0 and r["drafts"]["proposed"] == {} for r in ar)
+
+
+def test_a_model_label_follows_the_method() -> None:
+    m = parse_method("ssbd-b0.2+drafters@trim-de")
+    assert m.name == "ssbd-b0.2+drafters@trim-de" and m.model == "trim-de"
+    assert m.beta == 0.2 and m.drafters and m.flags == ("drafters",)
+    assert parse_method("ar@all").is_ar and parse_method("ar").model == ""
+    with pytest.raises(ValueError):
+        parse_method("bogus@trim")

@@ -143,3 +143,31 @@ def test_titles_name_the_source_language_of_the_records(run) -> None:
     german = summarize([{**r, "source_lang": "de"} for r in records], [], None)
     fig = plots.flicker_vs_latency(list(german.values()), "flores", "de")
     assert "de→de" in _texts(fig) and "en→de" not in _texts(fig)
+
+
+def test_models_compared_get_one_figure_and_stay_out_of_the_base_figures(tmp_path) -> None:
+    records = (_records("ar", True) + _records("ssbd-b0.2", False)
+               + _records("ar@trim", True) + _records("ssbd-b0.2@trim", False))
+    for r in records:
+        if r["method"].endswith("@trim"):
+            r["decode_ms"] /= 2  # the trimmed model: twice as fast
+    summary = summarize(records, [], None)
+    assert summary["flores|de|ar@trim"]["model"] == "trim"
+    assert summary["flores|de|ar@trim"]["speedup"] == pytest.approx(2.0)  # against base AR
+    assert summary["flores|de|ar"]["speedup"] == 1.0
+    fig = plots.model_tradeoff({("flores", "de"): list(summary.values())})
+    assert fig is not None
+    _check(fig)
+    legend = " ".join(t.get_text() for leg in fig.legends for t in leg.get_texts())
+    assert "base" in legend and "trim" in legend and "SSBD" in legend
+    names = [p.name for p in write_plots(summary, records, tmp_path)]
+    assert "models.png" in names
+    base_only = plots.quality_vs_beta([r for r in summary.values() if not r["model"]],
+                                      "flores", "de")
+    assert base_only is not None
+
+
+def test_no_model_figure_without_compared_models(run) -> None:
+    summary, _ = run
+    groups = {("flores", "de"): list(summary.values())}
+    assert plots.model_tradeoff(groups) is None

@@ -132,3 +132,23 @@ def test_cancel_stops_generation(engine) -> None:
         prompt_tokens=_prompt(engine.rt, SOURCES[0]), max_tokens=48, stop_strings=("\n",),
         cancel=cancel, on_text=on_text))
     assert r.finish_reason == "cancelled" and r.forward_passes <= 2
+
+
+def test_a_draft_naming_ids_beyond_the_vocabulary_is_cut_there(engine) -> None:
+    """A drafter table built for a larger vocabulary (the full model's, against a model cut
+    by ``livetrans trim-vocab``) can propose ids this model lacks; llama.cpp aborts on
+    those, so the proposal ends before the first one and the output is unchanged."""
+    from types import SimpleNamespace
+
+    rt = engine.rt
+    prompt = _prompt(rt, SOURCES[0])
+    plain = _greedy(engine, prompt)
+
+    class OversizedTable:
+        def propose_from(self, ctx, k):  # noqa: ANN001, ANN202
+            return SimpleNamespace(tokens=[rt.n_vocab + 7, 5, rt.n_vocab], source="trigram")
+
+    engine.truncate(0)
+    drafted = _greedy(engine, prompt, drafters=OversizedTable())
+    assert drafted.tokens == plain.tokens
+    assert drafted.drafts.total_proposed == 0
