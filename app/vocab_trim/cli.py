@@ -23,7 +23,7 @@ import numpy as np
 from app.engine.vocab import LlamaVocab
 from app.model_files import ModelFileError, resolve_model_path
 from app.prompts import UnsupportedLanguageError, check_language
-from app.usage import PlainHelp, UsageError, checked, positive_int, require_file
+from app.usage import PlainHelp, UsageError, checked, count, positive_int, require_file
 from app.vocab_trim.counting import count_lines, count_prompts
 from app.vocab_trim.gguf_rewrite import (
     TrimError,
@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--corpus", type=_corpus, action="append", default=[],
                     help="LANG=PATH: text in one of --langs, a segment per line; repeatable. "
                          "More text keeps more of the words speakers use")
-    ap.add_argument("--top", type=checked(_non_negative, "a whole number >= 0"),
+    ap.add_argument("--top", type=checked(count, "a whole number >= 0"),
                     default=DEFAULT_TOP,
                     help="also keep this many of the vocabulary's most frequent tokens that "
                          "are written in the languages' scripts")
@@ -104,13 +104,6 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--report", type=Path, default=None,
                     help="also write the report (JSON) to this file")
     return ap
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError(text)
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:
