@@ -23,6 +23,7 @@ from app.prompts import (
     render_plain_chat,
 )
 from app.settings import ModelSettings
+from app.vocab_trim.gguf_rewrite import LANGS_KEY
 
 ChatRenderer = Callable[[list[dict[str, str]]], TranslationPrompt]
 
@@ -34,6 +35,13 @@ class LoadedModel:
     path: Path
     runtime: LlamaRuntime
     prompt_format: PromptFormat
+
+    @property
+    def served_languages(self) -> frozenset[str] | None:
+        """The languages a model written by ``livetrans trim-vocab`` keeps tokens for (its
+        ``livetrans.vocab_trim.langs``); None for a model with its whole vocabulary."""
+        langs = self.runtime.metadata(LANGS_KEY)
+        return frozenset(x for x in langs.split(",") if x) if langs else None
 
     @property
     def vocab(self) -> LlamaVocab:

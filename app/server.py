@@ -68,6 +68,7 @@ def _load_engine(state: ServerState) -> None:
 
         chains = ChainBuilder.from_settings(settings, runtime)
         state.worker = worker
+        state.served_langs = model.served_languages
         state.translator = Translator(
             worker, fmt, state.sessions, chain_factory=chains.build,
             chat_renderer=model.render_chat)

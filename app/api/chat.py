@@ -137,6 +137,9 @@ def _prepare(
         source_lang = check_language(body.source_lang, "source_lang")
     except UnsupportedLanguageError as exc:
         raise map_engine_error(exc) from exc
+    unserved = state.unserved({"target_lang": target, "source_lang": source_lang})
+    if unserved:
+        raise APIError(400, unserved[1], param=unserved[0], code="language_not_served")
     users = [m for m in body.messages if m.role == "user"]
     if not users:
         raise APIError(400, "Translation mode needs a 'user' message with the source text.",

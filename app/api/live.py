@@ -315,6 +315,13 @@ class LiveConnection:
         except Refusal as exc:
             await self.error(exc.code, exc.message, param=exc.param)
             return
+        target_param = "target_langs" if start.target_langs else "target_lang"
+        unserved = self.state.unserved({**{f"{target_param}:{t}": t for t in targets},
+                                        "source_lang": source})
+        if unserved:
+            await self.error("language_not_served", unserved[1],
+                             param=unserved[0].split(":", 1)[0])
+            return
         settings = self.state.settings
         options = {target: TranslateOptions(
             source_lang=source, target_lang=target, beta=start.beta, mask_k=start.mask_k,

@@ -33,6 +33,8 @@ class ServerState:
     # limits for /v1/live other than the settings' (tests); None: the settings' own
     live_limits: LiveLimits | None = None
     rooms: RoomRegistry = field(init=False)
+    # a model written by ``livetrans trim-vocab`` serves only its languages (None: any)
+    served_langs: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         metrics = self.metrics
@@ -60,6 +62,22 @@ class ServerState:
             reason = self.load_error or "the model is still loading"
             raise APIError(503, f"Not ready: {reason}.", code="not_ready",
                            headers={"Retry-After": "2"})
+
+
+    def unserved(self, langs: dict[str, str]) -> tuple[str, str] | None:
+        """The first ``(param, lang)`` of ``langs`` (param -> language) that the model was
+        not trimmed for, with the sentence that says so; None when every one is served.
+        A trimmed model spells another language's text in bytes: slow and poor, so it is
+        refused rather than translated badly."""
+        if self.served_langs is None:
+            return None
+        for param, lang in langs.items():
+            if lang not in self.served_langs:
+                kept = ", ".join(sorted(self.served_langs))
+                return param, (f"This server's model was trimmed to {kept} (livetrans "
+                               f"trim-vocab); '{lang}' is not among them. Serve a model "
+                               f"trimmed for {lang}, or the full model.")
+        return None
 
 
 def get_state(request: Request) -> ServerState:

@@ -12,6 +12,7 @@ only caller.
 
 from __future__ import annotations
 
+import ctypes
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +102,15 @@ class LlamaRuntime:
     def chat_template(self) -> str | None:
         raw = self.ll.llama_model_chat_template(self.model, None)
         return raw.decode("utf-8", "replace") if raw else None
+
+    def metadata(self, key: str) -> str | None:
+        """A GGUF metadata value as text (None when the file has no such key)."""
+        size = 4096
+        buf = ctypes.create_string_buffer(size)
+        n = self.ll.llama_model_meta_val_str(self.model, key.encode(), buf, size)
+        if n < 0:
+            return None
+        return buf.value.decode("utf-8", "replace")
 
     # -- tokens ----------------------------------------------------------------------------
     def tokenize(self, text: str, add_bos: bool = False, special: bool = False) -> list[int]:

@@ -40,7 +40,7 @@ _SCORES = "tokenizer.ggml.scores"
 _TYPES = "tokenizer.ggml.token_type"
 _MERGES = "tokenizer.ggml.merges"
 SOURCE_IDS_KEY = "livetrans.vocab_trim.source_ids"
-LANGS_KEY = "livetrans.vocab_trim.langs"
+LANGS_KEY = "livetrans.vocab_trim.langs"  # app.loader reads it: the languages served
 
 
 class TrimError(Exception):

@@ -120,18 +120,42 @@ def test_drafter_tables_build_against_the_trimmed_model_and_refuse_the_other(
         cut.close()
 
 
-def test_the_trimmed_model_serves_like_any_gguf(trimmed_en_de) -> None:
+def test_the_trimmed_model_serves_its_languages_and_refuses_the_others(trimmed_en_de) -> None:
+    import asyncio
+    import json
+
+    import openai
+    import websockets
     from openai import OpenAI
 
     from tests.conftest import LiveServer
 
     path, _ = trimmed_en_de
     with LiveServer(model=str(path)) as server:
-        client = OpenAI(base_url=f"{server.url}/v1", api_key="unused")
+        client = OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
         reply = client.chat.completions.create(
             model="livetrans", messages=[{"role": "user", "content": "Thank you all."}],
             extra_body={"target_lang": "de"}, max_tokens=24)
-    assert reply.choices[0].message.content.strip()
+        assert reply.choices[0].message.content.strip()
+        for extra, param in (({"target_lang": "ja"}, "target_lang"),
+                             ({"target_lang": "de", "source_lang": "fr"}, "source_lang")):
+            with pytest.raises(openai.BadRequestError) as err:
+                client.chat.completions.create(
+                    model="livetrans", messages=[{"role": "user", "content": "Hello."}],
+                    extra_body=extra)
+            body = err.value.body
+            assert body["code"] == "language_not_served" and body["param"] == param
+            assert "trimmed to de, en" in body["message"]
+
+        async def live_start() -> dict:
+            url = server.url.replace("http://", "ws://") + "/v1/live"
+            async with websockets.connect(url) as ws:
+                await ws.send(json.dumps({"type": "start", "target_langs": ["de", "ja"]}))
+                return json.loads(await asyncio.wait_for(ws.recv(), 60))
+
+        frame = asyncio.run(live_start())
+    assert frame["type"] == "error" and frame["code"] == "language_not_served"
+    assert frame["param"] == "target_langs" and "'ja'" in frame["message"]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
