@@ -57,6 +57,11 @@ class TranslateOptions:
         return self.drafters is None or name in self.drafters
 
 
+# The defaults of every translation option, in one place: the HTTP request, the WebSocket
+# ``start`` and the eval harness read theirs from here (``tests/app/test_options_paths.py``).
+DEFAULT_OPTIONS = TranslateOptions()
+
+
 @dataclass
 class TranslationOutcome:
     result: GenerationResult

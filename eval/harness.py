@@ -45,7 +45,7 @@ from eval.datasets.asr_partials import read_asr_streams
 from eval.datasets.flores import language_arg, language_list, read_flores, read_flores_pair
 from eval.datasets.streams import Stream, lag_k_stream
 from eval.display_eval import display_report, parse_modes
-from eval.methods import Method, parse_methods, run_stream
+from eval.methods import Method, NotOverHttp, http_fields, parse_methods, run_stream
 from eval.report import (
     load_records,
     model_comparison,
@@ -177,25 +177,26 @@ class ServerRunner:
         self.drafters = args.drafters.split(",") if args.drafters else None
         self.mask_k = int(args.mask_k.split(",")[0])
         self.api_key = args.api_key
+        self.max_tokens = args.max_tokens
+
+    def check(self, methods: list[Method]) -> None:
+        """Refuse, before any request, a method the HTTP API cannot carry."""
+        for method in methods:
+            try:
+                http_fields(method, self.src, "de", self.max_tokens, self.mask_k, None)
+            except NotOverHttp as exc:
+                raise UsageError(str(exc)) from None
 
     def run(self, method: Method, stream: Stream, lang: str) -> list[dict]:
         sid = f"eval-{uuid.uuid4().hex[:12]}"
         records = []
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        fields = http_fields(method, self.src, lang, self.max_tokens, self.mask_k,
+                             self.drafters)
         for i, update in enumerate(stream.updates):
-            body = {"model": "default", "target_lang": lang, "source_lang": self.src,
+            body = {"model": "default", **fields,
                     "messages": [{"role": "user", "content": update.source}],
-                    "session_id": sid, "is_final": update.is_final,
-                    "beta": method.beta or 0.0, "mask_k": method.draft_mask_k or self.mask_k,
-                    "mask_mode": "draft" if method.draft_mask_k else "display", "seq": i,
-                    "final_beta": method.final_beta, "draft_guard": method.draft_guard,
-                    "final_retry": method.final_retry}
-            if method.is_ar:
-                body["drafters"] = []
-            elif not method.drafters:
-                body["drafters"] = ["previous"]
-            elif self.drafters:
-                body["drafters"] = ["previous", *self.drafters]
+                    "session_id": sid, "is_final": update.is_final, "seq": i}
             t0 = time.perf_counter()
             resp = self.client.post("/v1/chat/completions", json=body, headers=headers)
             resp.raise_for_status()
@@ -313,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         for _, path, _ in args.compare_model:
             require_file(path, "--compare-model")
         runner = ServerRunner(args) if args.server else InProcessRunner(args)
+        if isinstance(runner, ServerRunner):
+            runner.check(methods)
         runners: list[tuple[str, InProcessRunner | ServerRunner]] = [("", runner)] + [
             (name, InProcessRunner(args, path, dict_dir))
             for name, path, dict_dir in args.compare_model]

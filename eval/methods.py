@@ -25,7 +25,13 @@ from dataclasses import dataclass, replace
 from app.engine.engine import Engine
 from app.prompts import PromptFormat
 from app.sessions import DraftPlan, Session
-from app.translator import TranslateOptions, UpdateOutcome, masked_tokens, translate_update
+from app.translator import (
+    DEFAULT_OPTIONS,
+    TranslateOptions,
+    UpdateOutcome,
+    masked_tokens,
+    translate_update,
+)
 from eval.datasets.streams import Stream
 
 
@@ -38,14 +44,14 @@ class Method:
     beta: float | None  # None = AR (no draft)
     flags: tuple[str, ...] = ()  # the name's ``+flag`` parts, in order
     stop_draft: bool = False
-    unbiased_tail: bool = True
+    unbiased_tail: bool = DEFAULT_OPTIONS.unbiased_tail
     draft_mask_k: int = 0
     drafters: bool = False
-    temperature: float = 0.0
-    bias_scope: str = "all"
-    final_beta: float | None = TranslateOptions.final_beta
-    draft_guard: bool = TranslateOptions.draft_guard
-    final_retry: bool = TranslateOptions.final_retry
+    temperature: float = DEFAULT_OPTIONS.temperature
+    bias_scope: str = DEFAULT_OPTIONS.bias_scope
+    final_beta: float | None = DEFAULT_OPTIONS.final_beta
+    draft_guard: bool = DEFAULT_OPTIONS.draft_guard
+    final_retry: bool = DEFAULT_OPTIONS.final_retry
     model: str = ""  # ``@NAME``: run on the model ``--compare-model NAME=PATH`` names
 
     @property
@@ -111,7 +117,7 @@ def run_stream(engine: Engine, fmt: PromptFormat, method: Method, stream: Stream
     session = Session(session_id=f"eval-{stream.id}")
     records = []
     for i, update in enumerate(stream.updates):
-        opts = _options(method, src_lang, tgt_lang, max_tokens,
+        opts = options_for(method, src_lang, tgt_lang, max_tokens,
                         None if seed is None else seed + i)
         plan = DraftPlan() if method.is_ar else session.plan_draft(tgt_lang, src_lang)
         out = translate_update(
@@ -130,9 +136,9 @@ def run_stream(engine: Engine, fmt: PromptFormat, method: Method, stream: Stream
     return records
 
 
-def _options(method: Method, src_lang: str, tgt_lang: str, max_tokens: int,
-             seed: int | None) -> TranslateOptions:
-    """The server's options for one update translated with ``method``."""
+def options_for(method: Method, src_lang: str, tgt_lang: str, max_tokens: int,
+                seed: int | None = None) -> TranslateOptions:
+    """The one mapping from an eval method to the engine's options for one update."""
     return TranslateOptions(
         source_lang=src_lang, target_lang=tgt_lang, beta=method.beta or 0.0,
         mask_k=method.draft_mask_k, mask_mode="draft" if method.draft_mask_k else "display",
@@ -141,6 +147,43 @@ def _options(method: Method, src_lang: str, tgt_lang: str, max_tokens: int,
         bias_scope=method.bias_scope, final_beta=method.final_beta,
         draft_guard=method.draft_guard, final_retry=method.final_retry,
     )
+
+
+class NotOverHttp(ValueError):
+    """A method whose options the HTTP API cannot carry (``eval --server`` refuses it)."""
+
+
+def http_fields(method: Method, src_lang: str, tgt_lang: str, max_tokens: int,
+                display_mask_k: int, drafters: list[str] | None) -> dict:
+    """The chat-completions fields (API.md) that make a server translate an update with
+    ``method``'s options: the same ``options_for`` the in-process runner uses, spelled as
+    HTTP. ``drafters``: the run's drafters after "previous" (None: the server's default).
+
+    Options the API has no field for (the unbiased draft tail, the stop-draft newline) are
+    refused by name rather than dropped: dropped, ``eval --server`` measured plain SSBD under
+    those methods' names."""
+    opts = options_for(method, src_lang, tgt_lang, max_tokens)
+    missing = []
+    if opts.unbiased_tail != DEFAULT_OPTIONS.unbiased_tail and not method.stop_draft:
+        missing.append("biastail (the draft tail's bias)")
+    if method.stop_draft:
+        missing.append("stopdraft (the newline after the draft)")
+    if missing:
+        raise NotOverHttp(f"{method.name}: the HTTP API has no field for "
+                          f"{' or '.join(missing)}; run it in process (without --server)")
+    fields = {"source_lang": opts.source_lang, "target_lang": opts.target_lang,
+              "beta": opts.beta, "mask_mode": opts.mask_mode,
+              "mask_k": opts.mask_k if opts.mask_mode == "draft" else display_mask_k,
+              "bias_scope": opts.bias_scope, "final_beta": opts.final_beta,
+              "draft_guard": opts.draft_guard, "final_retry": opts.final_retry,
+              "temperature": opts.temperature, "max_tokens": opts.max_tokens}
+    if method.is_ar:
+        fields["drafters"] = []
+    elif not method.drafters:
+        fields["drafters"] = ["previous"]
+    elif drafters:
+        fields["drafters"] = ["previous", *drafters]
+    return fields
 
 
 def update_record(out: UpdateOutcome) -> dict:

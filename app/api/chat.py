@@ -149,22 +149,7 @@ def _prepare(
         raise APIError(422, "The text to translate is empty.", param="messages",
                        code="empty_text")
     prep.source = source
-    prep.options = TranslateOptions(
-        source_lang=source_lang,
-        target_lang=target,
-        beta=body.beta_for(),
-        mask_k=body.mask_k,
-        mask_mode=body.mask_mode,
-        bias_scope=body.bias_scope,
-        final_beta=body.final_beta,
-        draft_guard=body.draft_guard,
-        final_retry=body.final_retry,
-        drafters=list(body.drafters) if body.drafters is not None else None,
-        max_tokens=max_tokens,
-        temperature=body.temperature or 0.0,
-        seed=body.seed,
-        stop=body.stop_list(),
-    )
+    prep.options = body.translate_options(source_lang, target, max_tokens)
     prep.session_id = body.session_id or header_session
     return prep
 

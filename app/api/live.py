@@ -323,12 +323,8 @@ class LiveConnection:
                              param=unserved[0].split(":", 1)[0])
             return
         settings = self.state.settings
-        options = {target: TranslateOptions(
-            source_lang=source, target_lang=target, beta=start.beta, mask_k=start.mask_k,
-            drafters=start.drafters, max_tokens=settings.max_new_tokens,
-            bias_scope=start.bias_scope, final_beta=start.final_beta,
-            draft_guard=start.draft_guard, final_retry=start.final_retry,
-        ) for target in targets}
+        options = {target: start.translate_options(source, target, settings.max_new_tokens)
+                   for target in targets}
         registry = self.state.rooms
         room = None
         if start.room is not None:

@@ -19,6 +19,8 @@ from app.api.live_frames import safe_echo, unencodable
 from app.api.rooms import ROOM_MAX_CHARS, valid_room
 from app.api.strict_input import ClientInput
 from app.prompts import LANGUAGE_NAMES, UnsupportedLanguageError, check_language
+from app.translator import DEFAULT_OPTIONS as DEFAULTS
+from app.translator import TranslateOptions
 
 DRAFTER_NAMES = ("previous", "ngram", "dictionary", "trigram")  # drafters.chain.DEFAULT_ORDER
 MAX_SEGMENT = 2**53 - 1  # the largest integer a JavaScript client can hold exactly
@@ -36,18 +38,29 @@ class StartMessage(ClientInput):
     target_lang: Name | None = None
     # fan-out (API.md "Events"): several targets instead of ``target_lang``
     target_langs: list[Name] | None = Field(None, min_length=1, max_length=MAX_TARGET_LANGS)
-    source_lang: Name = "en"
+    source_lang: Name = DEFAULTS.source_lang
     display_mode: Literal["mask-k", "stable"] = "mask-k"
     room: str | None = Field(None, min_length=1, max_length=ROOM_MAX_CHARS)
-    beta: float = Field(0.2, ge=0.0, lt=1.0, allow_inf_nan=False)
-    mask_k: int = Field(3, ge=0, le=64)
+    beta: float = Field(DEFAULTS.beta, ge=0.0, lt=1.0, allow_inf_nan=False)
+    mask_k: int = Field(DEFAULTS.mask_k, ge=0, le=64)
     drafters: list[Literal["previous", "ngram", "dictionary", "trigram"]] | None = Field(
         None, max_length=len(DRAFTER_NAMES))
-    bias_scope: Literal["all", "agreed"] = "all"
+    bias_scope: Literal["all", "agreed"] = DEFAULTS.bias_scope
     # final policy, as in the chat request (README "Faithful finals")
-    final_beta: float | None = Field(0.0, ge=0.0, lt=1.0, allow_inf_nan=False)
-    draft_guard: bool = False
-    final_retry: bool = True
+    final_beta: float | None = Field(DEFAULTS.final_beta, ge=0.0, lt=1.0,
+                                     allow_inf_nan=False)
+    draft_guard: bool = DEFAULTS.draft_guard
+    final_retry: bool = DEFAULTS.final_retry
+
+    def translate_options(self, source_lang: str, target_lang: str,
+                          max_tokens: int) -> TranslateOptions:
+        """The one mapping from a WebSocket ``start`` to the engine's options for one of
+        its target languages (the server's ``--max-new-tokens`` bounds each update)."""
+        return TranslateOptions(
+            source_lang=source_lang, target_lang=target_lang, beta=self.beta,
+            mask_k=self.mask_k, drafters=self.drafters, max_tokens=max_tokens,
+            bias_scope=self.bias_scope, final_beta=self.final_beta,
+            draft_guard=self.draft_guard, final_retry=self.final_retry)
 
 
 class TextMessage(ClientInput):

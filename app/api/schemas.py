@@ -25,10 +25,14 @@ from pydantic_core import PydanticCustomError
 
 from app.api.strict_input import UNSUPPORTED_PARAMETER, ClientInput
 from app.sessions import SESSION_ID_MAX_CHARS, SESSION_ID_PATTERN
+from app.translator import DEFAULT_OPTIONS as DEFAULTS
+from app.translator import TranslateOptions
 
+# Every translation option's default is ``TranslateOptions``'s; the fields below only say
+# which options a request may set and within what bounds.
 # beta when a request names none: SSBD's default for a session's own previous translation.
 # A client's ``prediction`` is verified with beta 0 instead (latency only, as OpenAI's).
-DEFAULT_BETA = 0.2
+DEFAULT_BETA = DEFAULTS.beta
 DEFAULT_PREDICTION_BETA = 0.0
 DRAFTER_NAMES = ("previous", "dictionary", "trigram", "ngram")
 MAX_STOP_CHARS = 256
@@ -148,22 +152,22 @@ class ChatCompletionRequest(ClientInput):
 
     # livetrans extensions (API.md)
     target_lang: Text | None = Field(None, min_length=2, max_length=8)
-    source_lang: Text = Field("en", min_length=2, max_length=8)
+    source_lang: Text = Field(DEFAULTS.source_lang, min_length=2, max_length=8)
     session_id: SessionId | None = None
     # the client's update counter for the session (README "Order of updates")
     seq: int | None = Field(None, ge=0, le=SEED_MAX)
     is_final: bool | None = None
     # None: DEFAULT_BETA, or DEFAULT_PREDICTION_BETA with a ``prediction`` (see ``beta_for``)
     beta: float | None = Field(None, ge=0.0, lt=1.0)
-    mask_k: int = Field(3, ge=0, le=64)
-    mask_mode: Literal["display", "draft"] = "display"
-    bias_scope: Literal["all", "agreed"] = "all"
+    mask_k: int = Field(DEFAULTS.mask_k, ge=0, le=64)
+    mask_mode: Literal["display", "draft"] = DEFAULTS.mask_mode
+    bias_scope: Literal["all", "agreed"] = DEFAULTS.bias_scope
     # Final policy (README "Faithful finals"): beta of a final update (null: the partials'
     # beta, the SSBD paper's setting), pathological outputs refused as drafts, and one
     # retry from scratch of a pathological final.
-    final_beta: float | None = Field(0.0, ge=0.0, lt=1.0)
-    draft_guard: bool = False
-    final_retry: bool = True
+    final_beta: float | None = Field(DEFAULTS.final_beta, ge=0.0, lt=1.0)
+    draft_guard: bool = DEFAULTS.draft_guard
+    final_retry: bool = DEFAULTS.final_retry
     drafters: list[Literal[DRAFTER_NAMES]] | None = Field(None, max_length=len(DRAFTER_NAMES))
 
     @model_validator(mode="before")
@@ -208,6 +212,19 @@ class ChatCompletionRequest(ClientInput):
 
     def token_limit(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
+
+    def translate_options(self, source_lang: str, target_lang: str,
+                          max_tokens: int) -> TranslateOptions:
+        """The one mapping from an HTTP request to the engine's options (languages already
+        checked, ``max_tokens`` already bounded by the server)."""
+        return TranslateOptions(
+            source_lang=source_lang, target_lang=target_lang, beta=self.beta_for(),
+            mask_k=self.mask_k, mask_mode=self.mask_mode, bias_scope=self.bias_scope,
+            final_beta=self.final_beta, draft_guard=self.draft_guard,
+            final_retry=self.final_retry,
+            drafters=list(self.drafters) if self.drafters is not None else None,
+            max_tokens=max_tokens, temperature=self.temperature or DEFAULTS.temperature,
+            seed=self.seed, stop=self.stop_list())
 
 
 # -- responses -----------------------------------------------------------------------------
