@@ -1,0 +1,1 @@
+"""Speech in: a streaming Whisper recogniser (faster-whisper) and its weights."""
