@@ -103,7 +103,7 @@ class InProcessRunner:
     """Runs methods on a local engine (the server's code path, no HTTP)."""
 
     def __init__(self, args: argparse.Namespace, model_path: str | None = None,
-                 dict_dir: Path | None = None) -> None:
+                 dict_dir: Path | None = None, base_tokenizer: str | None = None) -> None:
         from app.drafting import ChainBuilder
         from app.engine.engine import Engine
         from app.loader import load_model
@@ -120,7 +120,8 @@ class InProcessRunner:
             self.fmt = replace(self.fmt, n_examples=args.prompt_examples)
         self.chains = ChainBuilder(args.dict_dir if dict_dir is None else dict_dir,
                                    self.rt.tok.identity(), vocab_size=self.rt.tok.n_vocab)
-        self.id_map = trimmed_ids(path)
+        # a compared model's ids in the base model's vocabulary, where it was cut from it
+        self.id_map = trimmed_ids(model_path, base_tokenizer) if base_tokenizer else None
         self.drafter_names = args.drafters.split(",") if args.drafters else []
         self.newline = self.rt.tokenize("\n")[-1]
         self.src = args.source_lang
@@ -145,15 +146,19 @@ class InProcessRunner:
         return self.rt.detokenize(ids)
 
 
-def trimmed_ids(model_path: str | None) -> list[int] | None:
-    """For a model written by ``livetrans trim-vocab``: its ids' original ids (so records
-    of a trimmed model read in the full model's vocabulary); None for any other model."""
+def trimmed_ids(model_path: str | None, base_tokenizer: str) -> list[int] | None:
+    """For a model that ``livetrans trim-vocab`` cut from the run's base model (its source
+    tokenizer is ``base_tokenizer``): each id's original id, so its records read in the
+    base vocabulary. None for any other model (its records then carry no token ids)."""
     if model_path is None:
         return None
-    from app.vocab_trim.gguf_rewrite import SOURCE_IDS_KEY, open_gguf
+    from app.vocab_trim.gguf_rewrite import SOURCE_IDS_KEY, SOURCE_TOKENIZER_KEY, open_gguf
 
-    field = open_gguf(Path(model_path)).fields.get(SOURCE_IDS_KEY)
-    return None if field is None else [int(i) for i in field.contents()]
+    fields = open_gguf(Path(model_path)).fields
+    ids, source = fields.get(SOURCE_IDS_KEY), fields.get(SOURCE_TOKENIZER_KEY)
+    if ids is None or source is None or source.contents() != base_tokenizer:
+        return None
+    return [int(i) for i in ids.contents()]
 
 
 def _compared_model(spec: str) -> tuple[str, str, Path | None]:
@@ -317,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(runner, ServerRunner):
             runner.check(methods)
         runners: list[tuple[str, InProcessRunner | ServerRunner]] = [("", runner)] + [
-            (name, InProcessRunner(args, path, dict_dir))
+            (name, InProcessRunner(args, path, dict_dir, base_tokenizer=runner.rt.tok.identity()))
             for name, path, dict_dir in args.compare_model]
         (args.out / "run.json").write_text(json.dumps(
             {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},

@@ -68,11 +68,8 @@ class StreamingWhisper:
 
     def step(self) -> list[SpeechEvent]:
         """Decode the segment's buffer now: a partial, a final at an endpoint, or nothing."""
-        from faster_whisper.vad import VadOptions, get_speech_timestamps
-
         duration = len(self.buffer) / SAMPLE_RATE
-        speech = get_speech_timestamps(self.buffer, VadOptions(
-            min_silence_duration_ms=int(self.endpoint_silence_s * 1000), speech_pad_ms=100))
+        speech = self._speech()
         if not speech:  # silence only: keep the last second (speech may be starting)
             self.buffer = self.buffer[-SAMPLE_RATE:]
             return []
@@ -91,9 +88,18 @@ class StreamingWhisper:
 
     def flush(self) -> list[SpeechEvent]:
         """The stream ended: the segment in progress becomes a final (if it holds speech)."""
-        if not len(self.buffer):
+        if not len(self.buffer) or not self._speech():
+            # Whisper tends to hear words in silence ("Thank you."): never decode it
+            self.buffer = self.buffer[:0]
             return []
         return self._end_segment(len(self.buffer))
+
+    def _speech(self) -> list[dict]:
+        """Silero VAD's speech spans in the buffer (sample offsets)."""
+        from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+        return get_speech_timestamps(self.buffer, VadOptions(
+            min_silence_duration_ms=int(self.endpoint_silence_s * 1000), speech_pad_ms=100))
 
     def _end_segment(self, end: int) -> list[SpeechEvent]:
         self.policy.finish(self._decode(self.buffer[:end]))

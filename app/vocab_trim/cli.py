@@ -173,7 +173,7 @@ def trim(model: Path, args: argparse.Namespace, out: Path) -> dict:
         c = count_lines(vocab, _read(path, args.max_lines), lang)
         held_out[str(path)] = {"lang": lang, "token_coverage": round(
             coverage(c, selection.keep), 4)}
-    write_trimmed(reader, selection.keep, out, args.langs)
+    write_trimmed(reader, selection.keep, out, args.langs, vocab.identity())
     check = check_trimmed(vocab, out, selection.keep, samples)
     vocab.close()
     return {

@@ -10,8 +10,9 @@ What changes between the two files, and nothing else:
   model does not tie it) keeps the kept rows. Rows of a quantised tensor are whole blocks,
   so rows are copied byte for byte: nothing is re-quantised and kept tokens' logits are
   unchanged;
-- ``livetrans.vocab_trim.*`` records the languages and, per new id, the original id (what
-  a tool needs to map anything stored as ids).
+- ``livetrans.vocab_trim.*`` records the languages and, per new id, the original id and
+  the original tokenizer's identity (what a tool needs to map anything stored as ids); a
+  trimmed model trimmed again keeps pointing at the original, untrimmed vocabulary.
 
 Only tokenizers whose vocabulary can be cut this way are accepted: ``llama`` (SentencePiece
 pieces with scores, no merges list; Gemma, Llama 2, Mistral). A BPE tokenizer carries a
@@ -40,6 +41,8 @@ _SCORES = "tokenizer.ggml.scores"
 _TYPES = "tokenizer.ggml.token_type"
 _MERGES = "tokenizer.ggml.merges"
 SOURCE_IDS_KEY = "livetrans.vocab_trim.source_ids"
+# the tokenizer the source ids are ids of (``LlamaVocab.identity`` of the untrimmed model)
+SOURCE_TOKENIZER_KEY = "livetrans.vocab_trim.source_tokenizer"
 LANGS_KEY = "livetrans.vocab_trim.langs"  # app.loader reads it: the languages served
 
 
@@ -95,8 +98,10 @@ def _per_token_rows(tensor, n_vocab: int) -> bool:  # noqa: ANN001
     return len(dims) == 2 and dims[-1] == n_vocab
 
 
-def write_trimmed(reader, keep: np.ndarray, out: Path, langs: list[str]) -> None:  # noqa: ANN001
-    """Write ``reader``'s model with only the token ids ``keep`` (ascending) to ``out``."""
+def write_trimmed(reader, keep: np.ndarray, out: Path, langs: list[str],  # noqa: ANN001
+                  tokenizer: str) -> None:
+    """Write ``reader``'s model with only the token ids ``keep`` (ascending) to ``out``;
+    ``tokenizer`` is the identity of ``reader``'s tokenizer (``LlamaVocab.identity``)."""
     import gguf
 
     table_size = len(reader.fields[_TOKENS].data)
@@ -118,7 +123,11 @@ def write_trimmed(reader, keep: np.ndarray, out: Path, langs: list[str]) -> None
     try:
         writer = gguf.GGUFWriter(tmp, arch, endianess=reader.endianess)
         _copy_metadata(reader, writer, keep, new_id, table_size)
-        writer.add_array(SOURCE_IDS_KEY, [int(i) for i in keep])
+        earlier = reader.fields.get(SOURCE_IDS_KEY)
+        source = np.asarray(earlier.contents())[keep] if earlier is not None else keep
+        writer.add_array(SOURCE_IDS_KEY, [int(i) for i in source])
+        writer.add_string(SOURCE_TOKENIZER_KEY,
+                          _field_value(reader, SOURCE_TOKENIZER_KEY) or tokenizer)
         writer.add_string(LANGS_KEY, ",".join(langs))
         tensors = []
         for t in reader.tensors:

@@ -68,6 +68,9 @@ def test_silence_is_dropped_and_costs_no_memory(recogniser) -> None:
         events += recogniser.feed(silence)
     assert not [e for e in events if e.text]
     assert len(recogniser.buffer) <= 2 * SAMPLE_RATE
+    noise = (np.random.default_rng(0).standard_normal(SAMPLE_RATE) * 0.01).astype(np.float32)
+    recogniser.feed(noise[: SAMPLE_RATE // 2])
+    assert recogniser.flush() == []  # silence and hiss are never decoded into words
 
 
 def test_a_missing_or_incomplete_model_folder_is_one_sentence(tmp_path) -> None:

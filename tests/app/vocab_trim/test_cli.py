@@ -221,3 +221,24 @@ def test_mistakes_are_one_line_exit_2_and_leave_no_file(tmp_path, case, expected
     assert len(lines) == 1 and expected in lines[0], proc.stderr
     assert not out.exists()
     assert not list(tmp_path.rglob("*.part"))
+
+
+def test_a_trimmed_model_trimmed_again_still_points_at_the_original(trimmed_en_de,
+                                                                    vocab, tmp_path) -> None:
+    from app.model_files import default_model_path
+    from app.vocab_trim.cli import main
+    from app.vocab_trim.gguf_rewrite import SOURCE_TOKENIZER_KEY
+    from eval.harness import trimmed_ids
+
+    path, _ = trimmed_en_de
+    again = tmp_path / "again.gguf"
+    assert main(["--model", str(path), "--langs", "en,de", "--top", "0", "--out", str(again),
+                 "--corpus", f"de={SAMPLE_DE}"]) == 0
+    full, cut = token_table(open_gguf(default_model_path())), open_gguf(again)
+    source_ids = [int(i) for i in cut.fields[SOURCE_IDS_KEY].contents()]
+    assert len(source_ids) < len(token_table(open_gguf(path)))
+    assert [full.tokens[i] for i in source_ids] == token_table(cut).tokens
+    assert cut.fields[SOURCE_TOKENIZER_KEY].contents() == vocab.identity()
+    # the eval harness maps ids only into the vocabulary the file was cut from
+    assert trimmed_ids(str(again), vocab.identity()) == source_ids
+    assert trimmed_ids(str(again), "262144:another") is None
