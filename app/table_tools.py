@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 
 from app.loader import load_vocab
-from app.prompts import UnsupportedLanguageError, check_language
-from app.usage import PlainHelp, add_model_options
+from app.usage import PlainHelp, add_model_options, language, language_and_path
 from drafters.build import ORDERS, build_dictionary, fertility, read_lines
 
 BUILD_DICT_HELP = """Build a DictSpec dictionary drafter table from a monolingual corpus.
@@ -26,26 +25,10 @@ when that probability reaches --p-min; the --size most frequent prefixes are kep
 (DictSpec, section 3.1)."""
 
 
-def _language(code: str) -> str:
-    """A supported language code, normalised (the server looks tables up by it)."""
-    try:
-        return check_language(code, "lang")
-    except UnsupportedLanguageError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _lang_and_path(spec: str) -> tuple[str, Path]:
-    """``de=path/to/file`` -> (``de``, path); the language checked as ``--lang`` is."""
-    lang, sep, path = spec.partition("=")
-    if not sep or not path:
-        raise argparse.ArgumentTypeError(f"{spec!r} is not LANG=PATH (e.g. de=deu_Latn.dev)")
-    return _language(lang), Path(path)
-
-
 def _add_corpus_options(ap: argparse.ArgumentParser) -> None:
     """The corpus and tokenizer options both table builders take."""
     ap.add_argument("--corpus", type=Path, required=True, help="monolingual text, a line each")
-    ap.add_argument("--lang", required=True, type=_language,
+    ap.add_argument("--lang", required=True, type=language,
                     help="language of the corpus, ISO 639-1 (e.g. de; zh and ja are "
                          "segmented into words)")
     ap.add_argument("--max-lines", type=int, default=None,
@@ -105,7 +88,7 @@ def fertility_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="livetrans fertility",
                                  description="tokens per word, per language and tokenizer",
                                  formatter_class=PlainHelp)
-    ap.add_argument("--file", type=_lang_and_path, action="append", required=True,
+    ap.add_argument("--file", type=language_and_path, action="append", required=True,
                     help="LANG=PATH, repeatable (e.g. de=eval/samples/mono/de.txt)")
     add_model_options(ap, threads=False)
     ap.add_argument("--max-lines", type=int, default=None,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from app.engine.cpu_threads import POLICIES
+from app.prompts import UnsupportedLanguageError, check_language
 
 EXIT_USAGE = 2
 
@@ -175,3 +176,20 @@ def fraction(text: str) -> float:
     if not 0.0 <= value < 1.0:
         raise ValueError(text)
     return value
+
+
+def language(code: str) -> str:
+    """An argparse ``type``: a supported language code, normalised (``DE`` -> ``de``); an
+    unknown one is refused naming the supported ones."""
+    try:
+        return check_language(code, "lang")
+    except UnsupportedLanguageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def language_and_path(spec: str) -> tuple[str, Path]:
+    """An argparse ``type``: ``de=path/to/file`` -> (``de``, path), the language checked."""
+    lang, sep, path = spec.partition("=")
+    if not sep or not path:
+        raise argparse.ArgumentTypeError(f"{spec!r} is not LANG=PATH (e.g. de=mono/de.txt)")
+    return language(lang), Path(path)

@@ -22,8 +22,16 @@ import numpy as np
 
 from app.engine.vocab import LlamaVocab
 from app.model_files import ModelFileError, resolve_model_path
-from app.prompts import UnsupportedLanguageError, check_language
-from app.usage import PlainHelp, UsageError, checked, count, positive_int, require_file
+from app.usage import (
+    PlainHelp,
+    UsageError,
+    checked,
+    count,
+    language,
+    language_and_path,
+    positive_int,
+    require_file,
+)
 from app.vocab_trim.counting import count_lines, count_prompts
 from app.vocab_trim.gguf_rewrite import (
     TrimError,
@@ -53,29 +61,14 @@ like any GGUF (serve --model OUT.gguf); rebuild drafter tables against it.
 
 
 def _languages(text: str) -> list[str]:
+    """``en,de``: supported codes, normalised, each once, at least one."""
     langs: list[str] = []
     for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        try:
-            lang = check_language(part, "langs")
-        except UnsupportedLanguageError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-        if lang not in langs:
+        if part and (lang := language(part)) not in langs:
             langs.append(lang)
     if not langs:
         raise argparse.ArgumentTypeError("name at least one language (e.g. en,de)")
     return langs
-
-
-def _corpus(spec: str) -> tuple[str, Path]:
-    lang, sep, path = spec.partition("=")
-    if not sep or not path:
-        raise argparse.ArgumentTypeError(f"{spec!r} is not LANG=PATH (e.g. de=mono/de.txt)")
-    try:
-        return check_language(lang, "corpus"), Path(path)
-    except UnsupportedLanguageError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="languages the model reads and writes, the source language too "
                          f"(e.g. en,de; known: {', '.join(sorted(LANGUAGE_SCRIPTS))})")
     ap.add_argument("--out", type=Path, required=True, help="GGUF file to write")
-    ap.add_argument("--corpus", type=_corpus, action="append", default=[],
+    ap.add_argument("--corpus", type=language_and_path, action="append", default=[],
                     help="LANG=PATH: text in one of --langs, a segment per line; repeatable. "
                          "More text keeps more of the words speakers use")
     ap.add_argument("--top", type=checked(count, "a whole number >= 0"),
@@ -98,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                     default=1, help="a corpus token is kept when it occurs this often")
     ap.add_argument("--max-lines", type=checked(positive_int, "a whole number >= 1"),
                     default=None, help="read at most this many lines of each corpus")
-    ap.add_argument("--check", type=_corpus, action="append", default=[],
+    ap.add_argument("--check", type=language_and_path, action="append", default=[],
                     help="LANG=PATH: held-out text to report the kept set's coverage on "
                          "(not counted); repeatable")
     ap.add_argument("--report", type=Path, default=None,

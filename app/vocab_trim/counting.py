@@ -34,10 +34,6 @@ def count_prompts(vocab: LlamaVocab, langs: list[str]) -> np.ndarray:
     counts = np.zeros(vocab.n_vocab, dtype=np.int64)
     fmt = FewShotFormat(n_examples=max(len(v) for v in FEW_SHOT_EXAMPLES.values()))
     for source, target in permutations(langs, 2):
-        prompt = fmt.translation("", source, target)
-
-        def tokenize(text: str, add_bos: bool, special: bool) -> list[int]:
-            return vocab.tokenize(text, add_bos=add_bos, special=special)
-
-        counts += np.bincount(tokenize_prompt(prompt, tokenize), minlength=vocab.n_vocab)
+        ids = tokenize_prompt(fmt.translation("", source, target), vocab.tokenize)
+        counts += np.bincount(ids, minlength=vocab.n_vocab)
     return counts
