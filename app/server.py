@@ -112,6 +112,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         state.shutting_down = True
         if state.worker is not None:
             state.worker.shutdown(settings.shutdown_grace_s)
+        state.speech.close()
 
     replica = settings.replica_id or f"{socket.gethostname()}:{settings.port}"
     install_log_redaction()

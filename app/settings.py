@@ -111,6 +111,18 @@ class ServerSettings(BaseSettings):
                                 "too_many_viewers error frame and close 1013")
     live_max_viewers_per_room: int = Field(
         500, ge=1, description="viewers of one room; more get too_many_viewers and 1013")
+    live_max_audio_backlog_s: float = Field(
+        30.0, gt=0, description="seconds of a speaker's audio that may wait for speech "
+                                "recognition; beyond it the socket is read no further "
+                                "(backpressure), then frames are dropped with audio_overrun")
+    asr_model: str | None = Field(
+        None, description="CTranslate2 Whisper folder for speech input on /v1/live (model.bin, "
+                          "config.json, ...); default: the bundled Whisper base")
+    asr_threads: int = Field(
+        1, ge=1, description="CPU threads speech recognition may use, every audio speaker "
+                             "together (the rest stays with translation)")
+    asr_device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="where Whisper runs: cuda when a GPU is there (auto), or cpu")
     max_sessions: int = Field(1000, ge=1, description="sessions kept (least recently used go)")
     session_ttl_s: float = Field(1800.0, gt=0, description="idle seconds before a session expires")
     queue_size: int = Field(64, ge=1, description="engine jobs waiting before 429")
@@ -158,7 +170,7 @@ class ServerSettings(BaseSettings):
     log_format: Literal["text", "json"] = Field(
         "text", description="log lines as text or one JSON object per line (with request_id)")
 
-    @field_validator("log_level", "log_format", "final_steps", mode="before")
+    @field_validator("log_level", "log_format", "final_steps", "asr_device", mode="before")
     @classmethod
     def _lowercase_choice(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
@@ -198,6 +210,13 @@ class Settings(ServerSettings, ModelSettings):
             if not ok:
                 kind = "folder" if want_dir else "file"
                 raise SettingsError(f"{flag_of(name)}: no such {kind}: {path}")
+        if self.asr_model is not None:
+            from app.speech.model_files import SpeechModelError, resolve_asr_model
+
+            try:
+                resolve_asr_model(self.asr_model)
+            except SpeechModelError as exc:
+                raise SettingsError(f"{flag_of('asr_model')}: {exc}") from None
 
 
 def flag_of(name: str) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
+from app.api.live_audio import AudioFrameError, AudioInput
 from app.api.live_frames import FrameError, encode_frame, log_unexpected, parse_frame, safe_echo
 from app.api.live_limits import (
     CLOSE_POLICY,
@@ -34,7 +35,9 @@ from app.api.live_limits import (
     limits_of,
 )
 from app.api.live_messages import (
+    DEFAULT_SAMPLE_RATE,
     Refusal,
+    StartMessage,
     parse_start_targets,
     parse_text,
     segment_of,
@@ -48,6 +51,8 @@ from app.api.rooms import RoomTakenError
 from app.api.state import ServerState
 from app.engine.worker import client_identity
 from app.sessions import Session, SessionStoreFullError
+from app.speech.service import SpeechUnavailableError
+from app.speech.whisper_stream import StreamingWhisper
 
 log = logging.getLogger("livetrans.live")
 router = APIRouter()
@@ -87,6 +92,9 @@ class LiveConnection:
         self.sessions: dict[str, Session] = {}  # one per target language, in 'start' order
         self.last_final_segment = -1
         self.stopping = False
+        self.audio: AudioInput | None = None  # speech in: set by an audio 'start'
+        self.audio_task: asyncio.Task | None = None
+        self.audio_after_stop_refused = False
 
     @property
     def queue(self) -> SegmentQueue:
@@ -97,7 +105,15 @@ class LiveConnection:
 
     def begin_shutdown(self) -> None:
         self.stopping = True
-        self.fan.stop()
+        self.end_input()
+
+    def end_input(self) -> None:
+        """No more input: an audio source first recognises what is left (it stops the
+        fan-out itself), a text source's fan-out translates what is queued."""
+        if self.audio is not None:
+            self.audio.end()
+        else:
+            self.fan.stop()
 
     def end_room(self) -> None:
         self.publisher.end_room()
@@ -164,6 +180,10 @@ class LiveConnection:
                 worker.cancel()
             if not settled:
                 worker.add_done_callback(_settle_translator)
+            if self.audio_task is not None:
+                if not self.audio_task.done():
+                    self.audio_task.cancel()  # a decode under way finishes, unread
+                self.audio_task.add_done_callback(_settle_translator)
 
     async def refuse_late_frames(self) -> bool:
         """Answer frames that crossed 'stop' on the wire before 'done' is sent.
@@ -185,19 +205,28 @@ class LiveConnection:
             await self.handle_message(message)
 
     async def wait_for_room(self, worker: asyncio.Task) -> None:
-        """Backpressure: while ``max_pending_finals`` finals wait, stop reading (the client's
-        sends block in TCP instead of growing this queue), for up to ``backpressure_s``."""
+        """Backpressure: while ``max_pending_finals`` finals (or a full audio backlog) wait,
+        stop reading (the client's sends block in TCP instead of growing this queue), for
+        up to ``backpressure_s``."""
         limit = self.limits.max_pending_finals
-        if len(self.queue.finals) < limit:
+        audio = self.audio
+
+        def full() -> bool:
+            return len(self.queue.finals) >= limit or (audio is not None and audio.full)
+
+        if not full():
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.limits.backpressure_s
-        while len(self.queue.finals) >= limit and not worker.done():
+        while full() and not worker.done():
             remaining = deadline - loop.time()
             if remaining <= 0:
-                return  # read on: a final beyond the bound gets 'too_many_pending'
-            self.queue.room.clear()
-            room = asyncio.create_task(self.queue.room.wait())
+                # read on: a final beyond the bound gets 'too_many_pending', audio beyond
+                # the backlog 'audio_overrun'
+                return
+            event = audio.room if audio is not None and audio.full else self.queue.room
+            event.clear()
+            room = asyncio.create_task(event.wait())
             try:
                 await asyncio.wait({room, worker}, timeout=remaining,
                                    return_when=asyncio.FIRST_COMPLETED)
@@ -208,7 +237,7 @@ class LiveConnection:
         """One received frame; a bug while handling it is answered, never fatal."""
         try:
             if message.get("bytes") is not None:
-                await self.error("binary_not_supported", "send JSON text frames")
+                await self.audio_frame(message["bytes"])
             else:
                 await self.handle_frame(message.get("text") or "")
         except ConnectionGone:
@@ -235,7 +264,7 @@ class LiveConnection:
             await self.enqueue(msg, final=kind == "final")
         elif kind == "stop":
             self.stopping = True
-            self.fan.stop()
+            self.end_input()
         else:
             await self.error("unknown_type", f"unknown message type '{safe_echo(kind)}'")
 
@@ -258,6 +287,11 @@ class LiveConnection:
             await self.error("language_not_served", unserved[1],
                              param=unserved[0].split(":", 1)[0])
             return
+        stream = None
+        if start.input == "audio":
+            stream = await self.open_speech(source)
+            if stream is None:
+                return
         settings = self.state.settings
         registry = self.state.rooms
         room = None
@@ -290,16 +324,73 @@ class LiveConnection:
             for target in targets]
         ready: dict[str, Any] = {"type": "ready", "session_id": sessions[targets[0]].session_id,
                                  "langs": targets, "display_mode": start.display_mode}
+        if stream is not None:
+            self.start_audio(start, stream)
+            ready["input"] = "audio"
+            ready["sample_rate"] = start.sample_rate or DEFAULT_SAMPLE_RATE
         if room is not None:
             ready["room"] = room.name
             if registry.tokens_required:
                 ready["viewer_token"] = registry.token(room.name)
         await self.publisher.send(ready)
 
+    async def open_speech(self, language: str) -> StreamingWhisper | None:
+        """The recogniser's stream for an audio speaker, or None after an error frame."""
+        try:
+            return await self.state.speech.open_stream(language)
+        except SpeechUnavailableError as exc:
+            await self.error("speech_unavailable", str(exc), param="input")
+            return None
+
+    def start_audio(self, start: StartMessage, stream: StreamingWhisper) -> None:
+        """From now on binary frames are this speaker's audio (``live_audio``)."""
+        self.audio = AudioInput(self.state.speech, stream, self.fan, self.publisher,
+                                start.sample_rate or DEFAULT_SAMPLE_RATE,
+                                self.limits.max_audio_backlog_s,
+                                self.limits.max_audio_frame_bytes)
+        self.audio_task = asyncio.create_task(self.audio.run())
+
+    async def audio_frame(self, frame: bytes) -> None:
+        """One binary frame: PCM for an audio speaker, refused for anyone else."""
+        audio = self.audio
+        if audio is None:
+            if not self.sessions:
+                await self.error("not_started", "send 'start' (with \"input\": \"audio\" "
+                                 "for speech) before audio")
+            else:
+                await self.error("binary_not_supported", "this connection's input is text: "
+                                 "send JSON text frames, or start with \"input\": \"audio\"")
+            return
+        if self.stopping or audio.ended:
+            if not self.audio_after_stop_refused:  # once, not per frame of a stream
+                self.audio_after_stop_refused = True
+                await self.error("stopping", "'stop' was received; audio after it is not "
+                                 "recognised")
+            return
+        dropped = audio.dropped_s
+        try:
+            audio.accept(frame)
+        except AudioFrameError as exc:
+            await self.error(exc.code, exc.message)
+            return
+        if audio.dropped_s > dropped:
+            self.state.metrics.asr_dropped_seconds.inc(audio.dropped_s - dropped)
+            if not audio.overrun:
+                audio.overrun = True
+                await self.error("audio_overrun", "audio arrives faster than it can be "
+                                 f"recognised: more than {self.limits.max_audio_backlog_s:g} s "
+                                 "wait; frames are dropped until the backlog shrinks "
+                                 "(send audio in real time)")
+
     async def enqueue(self, msg: dict[str, Any], final: bool) -> None:
         seg = segment_of(msg)
         if not self.sessions:
             await self.error("not_started", "send 'start' first", segment=seg, final=final)
+            return
+        if self.audio is not None:
+            await self.error("input_is_audio", "this connection's input is audio: send "
+                             "binary PCM frames; the server makes partials and finals itself",
+                             segment=seg, final=final)
             return
         if self.stopping:
             await self.error("stopping", "'stop' was received (or the server is shutting "

@@ -31,6 +31,9 @@ class LiveLimits:
     max_viewers_per_room: int = 500  # viewers of one room
     viewer_queue_frames: int = 64  # a viewer's queued frames before its partials are dropped
     viewer_max_finals: int = 1024  # finals queued for one viewer before it is disconnected
+    max_audio_backlog_s: float = 30.0  # audio waiting for recognition, per speaker
+    # one binary frame: 2 s at 48 kHz (a client sends 100-500 ms per frame)
+    max_audio_frame_bytes: int = 192_000
 
     @classmethod
     def from_settings(cls, settings: Any) -> LiveLimits:

@@ -28,6 +28,8 @@ MAX_NAME_CHARS = 16  # language codes, drafter names, modes
 # Each target language is one more sequence in every forward pass of the talk: a handful is
 # what an event needs, and the bound keeps one speaker from taking the whole engine.
 MAX_TARGET_LANGS = 5
+# PCM rates a client may send; the server resamples to the recogniser's 16 kHz
+MIN_SAMPLE_RATE, MAX_SAMPLE_RATE, DEFAULT_SAMPLE_RATE = 8000, 48000, 16000
 
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
 
@@ -51,6 +53,9 @@ class StartMessage(ClientInput):
                                      allow_inf_nan=False)
     draft_guard: bool = DEFAULTS.draft_guard
     final_retry: bool = DEFAULTS.final_retry
+    # speech in (API.md "Speech in"): binary PCM frames instead of partial / final
+    input: Literal["text", "audio"] = "text"
+    sample_rate: int | None = Field(None, ge=MIN_SAMPLE_RATE, le=MAX_SAMPLE_RATE)
 
     def translate_options(self, source_lang: str, target_lang: str,
                           max_tokens: int) -> TranslateOptions:
@@ -93,6 +98,8 @@ def _refusal(exc: ValidationError) -> Refusal:
     message = f"{where}: {safe_echo(err.get('msg'), 200)}" if where else safe_echo(err.get("msg"))
     literal = err.get("type") == "literal_error"
     code = _CODES.get(loc[0], "invalid_message") if loc and literal else "invalid_message"
+    if loc and loc[0] == "sample_rate":
+        code = "unsupported_sample_rate"
     return Refusal(code, message, param)
 
 
@@ -122,6 +129,9 @@ def parse_start_targets(msg: dict[str, Any]) -> tuple[StartMessage, list[str], s
         else:
             targets = [check_language(start.target_lang or "", "target_lang")]
         source = check_language(start.source_lang, "source_lang")
+        if start.sample_rate is not None and start.input != "audio":
+            raise Refusal("invalid_message", "sample_rate: only with \"input\": \"audio\"",
+                          "sample_rate")
         if start.room is not None and not valid_room(start.room):
             raise Refusal("invalid_room", f"room '{safe_echo(start.room, ROOM_MAX_CHARS)}': "
                           f"1-{ROOM_MAX_CHARS} characters of A-Z a-z 0-9 . _ -, starting with "

@@ -66,6 +66,21 @@ class Metrics:
             "livetrans_viewer_frames_dropped_total", "partial caption frames dropped for "
             "viewers that could not keep up (finals are never dropped)", registry=r)
 
+        # speech in (app/api/live_audio.py): the recogniser's share of the machine
+        self.asr_seconds = Histogram(
+            "livetrans_asr_decode_seconds", "compute time of one speech recognition call",
+            buckets=_LATENCY_BUCKETS, registry=r)
+        self.asr_audio_seconds = Counter(
+            "livetrans_asr_audio_seconds_total", "seconds of speech audio recognised",
+            registry=r)
+        self.asr_dropped_seconds = Counter(
+            "livetrans_asr_dropped_audio_seconds_total", "seconds of audio dropped because "
+            "a speaker's backlog was full (audio_overrun)", registry=r)
+
+    def observe_asr(self, compute_s: float, audio_s: float) -> None:
+        self.asr_seconds.observe(compute_s)
+        self.asr_audio_seconds.inc(audio_s)
+
     def observe_generation(self, result: GenerationResult, route: str) -> None:
         self.tokens.labels(route).inc(len(result.tokens))
         self.forward_passes.inc(result.forward_passes)

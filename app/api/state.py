@@ -14,6 +14,7 @@ from app.api.rooms import RoomRegistry
 from app.engine.worker import EngineWorker
 from app.sessions import SessionStore
 from app.settings import Settings
+from app.speech.service import SpeechRecognition
 from app.translator import Translator
 
 
@@ -35,6 +36,8 @@ class ServerState:
     rooms: RoomRegistry = field(init=False)
     # a model written by ``livetrans trim-vocab`` serves only its languages (None: any)
     served_langs: frozenset[str] | None = None
+    # speech in (``"input": "audio"`` on /v1/live); the model loads on the first speaker
+    speech: SpeechRecognition = field(init=False)
 
     def __post_init__(self) -> None:
         metrics = self.metrics
@@ -43,6 +46,8 @@ class ServerState:
             on_drop=lambda n: metrics.viewer_frames_dropped.inc(n),
             on_viewers=lambda n: metrics.live_viewers.set(n),
         )
+        self.speech = SpeechRecognition(self.settings.asr_model, self.settings.asr_threads,
+                                        self.settings.asr_device, on_decode=metrics.observe_asr)
 
     def begin_shutdown(self) -> None:
         """Stop taking work; live connections flush their finals, say 'done' and close."""

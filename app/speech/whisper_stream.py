@@ -12,13 +12,15 @@ after it. Silence without speech is dropped as it comes, so ten minutes of silen
 one second of buffer, never more.
 
 One object is one speaker's stream and is not thread-safe: the caller runs ``feed`` off
-the event loop (it decodes), one call at a time.
+the event loop (it decodes), one call at a time. Streams may share one model
+(``load_whisper``): the server loads it once for every audio speaker.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,15 +40,24 @@ class SpeechEvent:
     text: str
 
 
+def load_whisper(model_dir: str | Path | None = None, threads: int = 1,
+                 device: str = "cpu") -> Any:
+    """A faster-whisper model (int8 on the CPU): the bundled Whisper base unless
+    ``model_dir`` names a CTranslate2 Whisper folder. One model serves every stream of a
+    process (``StreamingWhisper(model=...)``); ``threads`` bounds its CPU share."""
+    from faster_whisper import WhisperModel
+
+    return WhisperModel(str(resolve_asr_model(model_dir)), device=device,
+                        compute_type="int8" if device == "cpu" else "default",
+                        cpu_threads=threads)
+
+
 class StreamingWhisper:
     def __init__(self, model_dir: str | Path | None = None, language: str = "en",
                  threads: int = 1, step_s: float = 1.0, endpoint_silence_s: float = 0.6,
-                 max_segment_s: float = 20.0, device: str = "cpu") -> None:
-        from faster_whisper import WhisperModel
-
-        self.model = WhisperModel(str(resolve_asr_model(model_dir)), device=device,
-                                  compute_type="int8" if device == "cpu" else "default",
-                                  cpu_threads=threads)
+                 max_segment_s: float = 20.0, device: str = "cpu",
+                 model: Any | None = None) -> None:
+        self.model = model if model is not None else load_whisper(model_dir, threads, device)
         self.language = language
         self.step_s = step_s
         self.endpoint_silence_s = endpoint_silence_s
@@ -67,24 +78,38 @@ class StreamingWhisper:
         return self.step()
 
     def step(self) -> list[SpeechEvent]:
-        """Decode the segment's buffer now: a partial, a final at an endpoint, or nothing."""
-        duration = len(self.buffer) / SAMPLE_RATE
-        speech = self._speech()
-        if not speech:  # silence only: keep the last second (speech may be starting)
-            self.buffer = self.buffer[-SAMPLE_RATE:]
-            return []
-        speech_end = speech[-1]["end"] / SAMPLE_RATE
-        if duration - speech_end >= self.endpoint_silence_s or duration >= self.max_segment_s:
-            # a little of the silence after the last word: cut at the VAD's edge, Whisper
-            # mishears the last word ("next spring" -> "next, bring")
-            return self._end_segment(min(len(self.buffer),
-                                         speech[-1]["end"] + int(END_PAD_S * SAMPLE_RATE)))
-        self.policy.update(self._decode(self.buffer))
-        text = self.policy.text(self.policy.committed + self.policy.tail)
-        if not text or text == self.last_partial:
-            return []
-        self.last_partial = text
-        return [SpeechEvent("partial", self.segment, text)]
+        """Decode the segment's buffer now: finals at the endpoints it holds, then a
+        partial of the speech after the last one (or nothing).
+
+        A buffer may hold several endpoints: when recognition falls behind (many
+        speakers, few threads) one step takes all the audio that arrived meanwhile.
+        Separate VAD spans are pauses of at least ``endpoint_silence_s``, so each span
+        but the last ends a segment.
+        """
+        events: list[SpeechEvent] = []
+        while True:
+            speech = self._speech()
+            if not speech:  # silence only: keep the last second (speech may be starting)
+                self.buffer = self.buffer[-SAMPLE_RATE:]
+                return events
+            pad = int(END_PAD_S * SAMPLE_RATE)
+            if len(speech) > 1:
+                events += self._end_segment(min(speech[0]["end"] + pad, speech[1]["start"]))
+                continue
+            duration = len(self.buffer) / SAMPLE_RATE
+            speech_end = speech[-1]["end"] / SAMPLE_RATE
+            if duration - speech_end >= self.endpoint_silence_s or \
+                    duration >= self.max_segment_s:
+                # a little of the silence after the last word: cut at the VAD's edge,
+                # Whisper mishears the last word ("next spring" -> "next, bring")
+                return events + self._end_segment(
+                    min(len(self.buffer), speech[-1]["end"] + pad))
+            self.policy.update(self._decode(self.buffer))
+            text = self.policy.text(self.policy.committed + self.policy.tail)
+            if not text or text == self.last_partial:
+                return events
+            self.last_partial = text
+            return [*events, SpeechEvent("partial", self.segment, text)]
 
     def flush(self) -> list[SpeechEvent]:
         """The stream ended: the segment in progress becomes a final (if it holds speech)."""

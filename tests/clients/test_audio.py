@@ -23,7 +23,6 @@ import pytest
 from app.usage import UsageError
 from clients.audio import (
     RATE,
-    Resampler,
     WavReader,
     downmix,
     load_pocketsphinx,
@@ -166,31 +165,6 @@ def test_downmix_averages_channels() -> None:
     assert np.allclose(downmix(np.stack([left, -left], axis=1)), 0)
     assert np.allclose(downmix(np.stack([left, left], axis=1)), left)
     assert downmix(left) is left
-
-
-@pytest.mark.parametrize("rate", [8000, 16000, 22050, 44100, 48000])
-def test_resampling_keeps_pitch_and_duration(rate) -> None:
-    out = Resampler(rate).process(tone(440, rate, 1.0))
-    assert abs(len(out) - RATE) <= 2
-    assert abs(dominant_hz(out, RATE) - 440) <= 2
-    # the level survives (the low-pass has unity gain in the pass band)
-    assert 0.9 < np.sqrt(np.mean(out[200:-200] ** 2)) / (10000 / np.sqrt(2)) < 1.1
-
-
-def test_downsampling_filters_what_would_alias() -> None:
-    """12 kHz at 48 kHz would fold onto 4 kHz at 16 kHz without the low-pass."""
-    out = Resampler(48000).process(tone(12000, 48000, 1.0))
-    assert np.sqrt(np.mean(out[200:-200] ** 2)) < 0.01 * 10000
-
-
-@pytest.mark.parametrize("rate", [8000, 22050, 44100])
-def test_resampling_in_blocks_equals_all_at_once(rate) -> None:
-    x = np.random.default_rng(0).normal(0, 3000, rate)
-    whole = Resampler(rate).process(x)
-    r = Resampler(rate)
-    cuts = np.sort(np.random.default_rng(1).choice(np.arange(1, len(x)), 40, replace=False))
-    parts = [r.process(p) for p in np.split(x, cuts)]
-    assert np.allclose(np.concatenate(parts), whole)
 
 
 def test_wav_to_16k_pcm_blocks(tmp_path) -> None:

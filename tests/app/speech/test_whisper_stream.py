@@ -3,39 +3,23 @@ sentences with a pause; Whisper base (the bundled CTranslate2 weights) hears the
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from app.speech.resample import Resampler
 from app.speech.whisper_stream import SAMPLE_RATE, StreamingWhisper
-from clients.audio import WavReader, wav_pcm_blocks
+from tests.speech import ESPEAK, SENTENCES, spoken, wer
 
-SENTENCES = ["The committee will publish its final report next spring.",
-             "Thank you all for coming to this talk today."]
+needs_espeak = pytest.mark.skipif(ESPEAK is None, reason="Debian package 'espeak-ng' is "
+                                  "not installed (make system-deps)")
 
 
 def _speech(tmp_path: Path, text: str) -> np.ndarray:
-    path = tmp_path / f"{abs(hash(text))}.wav"
-    subprocess.run(["espeak-ng", "-v", "en-us", "-s", "150", "-w", str(path), text], check=True)
-    reader = WavReader(path)
-    pcm = b"".join(wav_pcm_blocks(reader))
-    return np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
-
-
-def _words(text: str) -> list[str]:
-    return [w.strip(".,!?").lower() for w in text.split()]
-
-
-def _wer(ref: str, hyp: str) -> float:
-    r, h = _words(ref), _words(hyp)
-    d = list(range(len(h) + 1))
-    for i, rw in enumerate(r, 1):
-        prev, d[0] = d[0], i
-        for j, hw in enumerate(h, 1):
-            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (rw != hw))
-    return d[-1] / len(r)
+    """16 kHz float samples of ``text`` spoken by espeak-ng."""
+    samples, rate = spoken(tmp_path, text)
+    return (Resampler(rate).process(samples.astype(np.float64)) / 32768.0).astype(np.float32)
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +27,15 @@ def recogniser() -> StreamingWhisper:
     return StreamingWhisper(threads=2)
 
 
-def test_partials_grow_and_each_sentence_becomes_one_final(tmp_path, recogniser) -> None:
+def _two_sentences(tmp_path: Path) -> np.ndarray:
     pause = np.zeros(int(1.2 * SAMPLE_RATE), dtype=np.float32)
-    audio = np.concatenate([_speech(tmp_path, SENTENCES[0]), pause,
-                            _speech(tmp_path, SENTENCES[1]), pause])
+    return np.concatenate([_speech(tmp_path, SENTENCES[0]), pause,
+                           _speech(tmp_path, SENTENCES[1]), pause])
+
+
+@needs_espeak
+def test_partials_grow_and_each_sentence_becomes_one_final(tmp_path, recogniser) -> None:
+    audio = _two_sentences(tmp_path)
     events = []
     chunk = SAMPLE_RATE // 4  # 250 ms frames, as a microphone sends them
     for i in range(0, len(audio), chunk):
@@ -55,10 +44,22 @@ def test_partials_grow_and_each_sentence_becomes_one_final(tmp_path, recogniser)
     finals = [e for e in events if e.kind == "final"]
     assert [e.segment for e in finals] == [0, 1]
     for ref, final in zip(SENTENCES, finals, strict=True):
-        assert _wer(ref, final.text) <= 0.3, (ref, final.text)
+        assert wer(ref, final.text) <= 0.3, (ref, final.text)
     partials = [e for e in events if e.kind == "partial" and e.segment == 0]
     assert partials, "no partial before the first final"
     assert len(partials[0].text) <= len(finals[0].text)
+
+
+@needs_espeak
+def test_audio_that_waited_is_cut_at_every_pause_it_holds(tmp_path, recogniser) -> None:
+    """A recogniser that fell behind takes all the audio that arrived in one call: each
+    pause in it still ends a segment (not one run-on segment up to the length limit)."""
+    start = recogniser.segment
+    events = recogniser.feed(_two_sentences(tmp_path)) + recogniser.flush()
+    finals = [e for e in events if e.kind == "final"]
+    assert [e.segment for e in finals] == [start, start + 1]
+    for ref, final in zip(SENTENCES, finals, strict=True):
+        assert wer(ref, final.text) <= 0.3, (ref, final.text)
 
 
 def test_silence_is_dropped_and_costs_no_memory(recogniser) -> None:
