@@ -1,11 +1,14 @@
-"""Speech in, ASR updates out: the embedded recogniser behind ``livetrans caption --audio``.
+"""Speech in for ``livetrans caption --audio``: WAV or raw PCM to 16 kHz chunks, and the
+embedded PocketSphinx recogniser (``--asr pocketsphinx``).
 
     livetrans caption --audio talk.wav --target-lang de        # a WAV file, in real time
     arecord -q -r 16000 -f S16_LE -c 1 | livetrans caption --audio -   # raw PCM on stdin
 
-PocketSphinx installs from PyPI with its US English model inside the wheel, so speech to
-captions works on a fresh machine with nothing else to download (``pip install
-'livetrans[audio]'``). Its words are rough next to a modern ASR; any other recogniser can
+By default the server recognises the speech (its Whisper, API.md "Speech in"): the client
+only sends the chunks. With ``--asr pocketsphinx`` it recognises them itself, for a server
+without speech input: PocketSphinx installs from PyPI with its US English model inside the
+wheel (``pip install 'livetrans[audio]'``). Its words are rough next to Whisper (``livetrans
+speech-bench`` measures both); any other recogniser can
 still feed JSON lines to ``livetrans caption --stdin``. This module yields exactly those
 updates (``{"type": "partial"|"final", "segment": n, "text": ...}``), so the caption client
 treats both sources alike.
@@ -343,32 +346,46 @@ class Recognizer:
 
 @dataclass
 class AudioSource:
-    """An opened ``--audio`` input: checked before the client connects to the server."""
+    """An opened ``--audio`` input: checked before the client connects to the server.
+
+    ``recognizer`` is the embedded PocketSphinx (``--asr pocketsphinx``); None when the
+    server recognises the speech (``--asr server``, the default): then only ``chunks``
+    is used, 16 kHz PCM for the server's Whisper.
+    """
 
     name: str
     reader: WavReader | None  # None: raw PCM on stdin
-    recognizer: Recognizer
+    recognizer: Recognizer | None
 
-    def events(self, speed: float | None) -> Iterator[dict]:
-        """The updates for the whole input; a file is paced by ``speed``, stdin is not."""
-        chunk_bytes = int(RATE * CHUNK_S) * 2
+    def chunks(self, speed: float | None, chunk_s: float = CHUNK_S) -> Iterator[bytes]:
+        """The whole input as 16 kHz s16le mono PCM chunks of ``chunk_s``; a file is paced
+        by ``speed``, stdin is not (whoever writes it sets the pace)."""
+        chunk_bytes = int(RATE * chunk_s) * 2
         if self.reader is not None:
             blocks = wav_pcm_blocks(self.reader)
         else:
-            speed = None  # whoever writes stdin sets the pace
+            speed = None
             blocks = stream_blocks(sys.stdin.buffer, chunk_bytes)
-        for chunk in paced(rechunk(blocks, chunk_bytes), speed):
+        return paced(rechunk(blocks, chunk_bytes), speed)
+
+    def events(self, speed: float | None) -> Iterator[dict]:
+        """The embedded recogniser's updates for the whole input."""
+        if self.recognizer is None:
+            raise ValueError("no embedded recogniser: the server recognises this audio")
+        for chunk in self.chunks(speed):
             yield from self.recognizer.feed(chunk)
         yield from self.recognizer.finish()
 
 
-def open_audio(path: str) -> AudioSource:
-    """``--audio PATH|-`` checked up front: missing file, non-WAV, missing PocketSphinx."""
+def open_audio(path: str, embedded: bool = True) -> AudioSource:
+    """``--audio PATH|-`` checked up front: missing file, non-WAV, and (``embedded``: the
+    client recognises the speech itself) missing PocketSphinx."""
     if path == "-":
-        return AudioSource("stdin", None, Recognizer(load_pocketsphinx()))
+        return AudioSource("stdin", None, Recognizer(load_pocketsphinx()) if embedded else None)
     reader = WavReader(require_file(path, "--audio"))
     try:
-        return AudioSource(str(reader.path), reader, Recognizer(load_pocketsphinx()))
+        recognizer = Recognizer(load_pocketsphinx()) if embedded else None
+        return AudioSource(str(reader.path), reader, recognizer)
     except BaseException:
         reader.close()
         raise

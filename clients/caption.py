@@ -8,13 +8,16 @@ It replays recorded ASR streams (JSONL, one utterance per line with timed partia
 events; the format of eval/samples/asr_sample_en.jsonl) in real time, honouring the ``t`` offsets
 (``--speed 2`` is twice as fast, ``--fast`` sends as fast as possible), or reads partials
 from stdin, one JSON object per line (``{"type": "partial"|"final", "text": ...}``), so any
-real ASR can be piped in, or runs the embedded PocketSphinx ASR on speech (``--audio``: a
-WAV file replayed in real time, or raw 16 kHz PCM on stdin). The terminal shows the live
-captions: finals scroll up, the current segment shows its ``display_text`` (the masked
-tail stays hidden). ``--target-lang de,ja`` captions every update in each language, and
-``--room NAME`` publishes the captions to viewers (printing their links). At the end it
-prints per-stream statistics: captions, finals, time from each final to its caption
-(p50/p95), normalized erasure of the displayed captions, and A/O.
+real ASR can be piped in, or sends speech (``--audio``: a WAV file replayed in real time,
+or raw 16 kHz PCM on stdin) for the server's Whisper to recognise (``--asr pocketsphinx``
+recognises it here instead). The terminal shows the live captions: finals scroll up, the
+current segment shows its ``display_text`` (the masked tail stays hidden); with speech,
+each final shows the recognised source above its translations, so a bad caption can be
+told apart from a bad recognition. ``--target-lang de,ja`` captions every update in each
+language, and ``--room NAME`` publishes the captions to viewers (printing their links). At
+the end it prints per-stream statistics: captions, finals, time from each final to its
+caption (p50/p95; not with server-side speech, where the final is made in the server),
+normalized erasure of the displayed captions, and A/O.
 """
 
 from __future__ import annotations
@@ -42,9 +45,11 @@ from app.engine.draft_stats import DraftStats
 from app.prefix import normalized_erasure
 from app.usage import PlainHelp, UsageError, checked, comma_list, positive_int
 from clients.asr_file import check_event, json_line, load_utterances
-from clients.audio import AudioSource, open_audio
+from clients.audio import RATE, AudioSource, open_audio
 from clients.urls import default_server, live_url, watch_url
 from drafters.chain import DEFAULT_ORDER as DRAFTER_NAMES
+
+AUDIO_FRAME_S = 0.2  # speech to the server: 200 ms per binary frame
 
 
 @dataclass
@@ -140,10 +145,14 @@ class CaptionView:
     """Terminal rendering: finished captions scroll up, the live one of each language is
     redrawn in place (a fan-out session shows one line per language, marked with it)."""
 
-    def __init__(self, console: Console, enabled: bool, langs: list[str] | None = None) -> None:
+    def __init__(self, console: Console, enabled: bool, langs: list[str] | None = None,
+                 show_source: str | None = None) -> None:
         self.console = console
         self.enabled = enabled
-        self.marked = len(langs or []) > 1
+        self.marked = len(langs or []) > 1 or show_source is not None
+        # speech in: each final's recognised source, marked with this language, once
+        self.show_source = show_source
+        self.sources_shown: set[int] = set()
         self.current: dict[str | None, dict[str, Any]] = {}
         self.live: Live | None = None
 
@@ -176,6 +185,11 @@ class CaptionView:
         lang = msg.get("lang")
         if msg["final"]:
             self.current.pop(lang, None)
+            if self.show_source and msg["segment"] not in self.sources_shown:
+                self.sources_shown.add(msg["segment"])
+                self.console.print(Text(f"[{msg['segment']}] {self.show_source}: ",
+                                        style="dim") + Text(msg.get("source", ""),
+                                                            style="italic"))
             self.console.print(Text(f"[{msg['segment']}] {self._mark(lang)}", style="dim")
                                + Text(msg["text"]))
         else:
@@ -254,6 +268,15 @@ async def _audio_events(audio: AudioSource, speed: float | None) -> AsyncIterato
         yield ev
 
 
+async def _send_speech(ws, audio: AudioSource, speed: float | None) -> None:
+    """Speech for the server's recogniser: 16 kHz PCM frames, read (and paced) on a worker
+    thread so that captions keep arriving while the file is read."""
+    loop = asyncio.get_running_loop()
+    chunks = audio.chunks(speed, AUDIO_FRAME_S)
+    while (chunk := await loop.run_in_executor(None, next, chunks, None)) is not None:
+        await ws.send(chunk)
+
+
 async def _send_events(ws, events: AsyncIterator[dict], stats: RunStats,
                        langs: list[str]) -> None:
     async for ev in events:
@@ -263,12 +286,20 @@ async def _send_events(ws, events: AsyncIterator[dict], stats: RunStats,
             stats.final_sent(ev["segment"], langs)
 
 
+def server_recognises(args: argparse.Namespace) -> bool:
+    """Speech sent to the server's recogniser (``--audio`` with ``--asr server``)."""
+    return bool(getattr(args, "audio", None)) and getattr(args, "asr", "server") == "server"
+
+
 def start_message(args: argparse.Namespace) -> dict[str, Any]:
     """The session's ``start``: one caption language (``target_lang``) or several
-    (``target_langs``, API.md "Events"), and the room it publishes to, if any."""
+    (``target_langs``, API.md "Events"), the room it publishes to, if any, and speech
+    input when the server recognises it."""
     langs = args.target_langs
     start: dict[str, Any] = {"type": "start", "source_lang": args.source_lang,
                              "beta": args.beta, "mask_k": args.mask_k}
+    if server_recognises(args):
+        start.update(input="audio", sample_rate=RATE)
     if len(langs) == 1:
         start["target_lang"] = langs[0]
     else:
@@ -324,19 +355,25 @@ async def _session(ws, args: argparse.Namespace, utterances: list[dict] | None, 
     await ws.send(json.dumps(start_message(args)))
     ready = json.loads(await ws.recv())
     if ready.get("type") != "ready":
+        hint = ("; or recognise the speech here: --asr pocketsphinx"
+                if ready.get("code") == "speech_unavailable" else "")
         raise UsageError(f"the server refused the session: {ready.get('code')}: "
-                         f"{ready.get('message')}")
+                         f"{ready.get('message')}{hint}")
     if args.room:
         for lang in langs:
             link = watch_url(args.server, args.room, lang, ready.get("viewer_token"))
             console.print(f"room {args.room!r}: viewers watch at {link}", markup=False,
                           highlight=False, soft_wrap=True)  # a link cut in two is no link
-    with CaptionView(console, enabled=not args.quiet, langs=langs) as view:
+    shown_source = args.source_lang if getattr(args, "audio", None) else None
+    with CaptionView(console, enabled=not args.quiet, langs=langs,
+                     show_source=shown_source) as view:
         receiver = asyncio.create_task(_receiver(ws, stats, view, langs))
         try:
             speed = None if args.fast else args.speed
             if utterances is not None:
                 await _send_utterances(ws, utterances, speed, stats, langs)
+            elif audio is not None and audio.recognizer is None:
+                await _send_speech(ws, audio, speed)
             else:
                 events = _stdin_events() if audio is None else _audio_events(audio, speed)
                 await _send_events(ws, events, stats, langs)
@@ -364,8 +401,11 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--stdin", action="store_true", help="read partials from stdin")
     src.add_argument("--audio", metavar="WAV|-",
                      help="speech in: a WAV file, or '-' for raw 16 kHz s16le mono PCM on "
-                          "stdin, recognised by the embedded PocketSphinx ASR "
-                          "(pip install 'livetrans[audio]')")
+                          "stdin; the server's Whisper recognises it (see --asr)")
+    ap.add_argument("--asr", choices=("server", "pocketsphinx"), default="server",
+                    help="who recognises --audio: the server (Whisper, default) or the "
+                         "embedded PocketSphinx here, for a server without speech input "
+                         "(pip install 'livetrans[audio]'; far more word errors)")
     ap.add_argument("--limit", type=checked(positive_int, "a whole number >= 1"),
                     default=None, help="first N utterances of --file")
     ap.add_argument("--speed", type=float, default=1.0,
@@ -400,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=False)
     utterances = load_utterances(args.file, args.limit) if args.file else None
     # the audio is checked (file, format, PocketSphinx) before the server is contacted
-    audio = open_audio(args.audio) if args.audio else None
+    audio = open_audio(args.audio, embedded=args.asr == "pocketsphinx") if args.audio else None
     stats = asyncio.run(run_client(args, utterances, console, audio))
     summary = stats.summary(display_unit(args.target_langs[0]))
     if args.json:

@@ -34,6 +34,7 @@ from clients.audio import (
     wav_pcm_blocks,
 )
 from tests.app.test_cli import _one_line_error as assert_one_line_error
+from tests.speech import wer
 
 LIVETRANS = shutil.which("livetrans", path=str(Path(sys.executable).parent)) or "livetrans"
 ESPEAK = shutil.which("espeak-ng")
@@ -264,11 +265,34 @@ def test_audio_ending_mid_word_still_gets_its_final(tmp_path) -> None:
 
 @needs_espeak
 def test_caption_audio_file_end_to_end(live_server, tmp_path) -> None:
+    """The server's Whisper recognises the speech; the terminal shows each recognised
+    source above its translations."""
+    wav = synthesize(tmp_path / "talk.wav", SENTENCES)
+    proc = subprocess.run([LIVETRANS, "caption", "--audio", str(wav), "--fast",
+                           "--target-lang", "de,ja", "--json", "--server", live_server.url],
+                          capture_output=True, text=True, timeout=600, env=_env())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.strip().splitlines()
+    stats = json.loads(lines[-1])
+    assert stats["finals"] == 2 * len(SENTENCES) and stats["errors"] == 0
+    sources = [line.split("] en: ", 1)[1] for line in lines if "] en: " in line]
+    assert len(sources) == len(SENTENCES)
+    # espeak's default voice at its default rate: Whisper base mishears some words (here
+    # 4 of 9 in one sentence); `livetrans speech-bench` measures WER, this checks the wiring
+    for ref, heard in zip(SENTENCES, sources, strict=True):
+        assert wer(ref, heard) <= 0.5, heard
+    for seg in range(len(SENTENCES)):
+        assert any(line.startswith(f"[{seg}] de: ") for line in lines)
+        assert any(line.startswith(f"[{seg}] ja: ") for line in lines)
+
+
+@needs_espeak
+def test_caption_audio_with_the_embedded_pocketsphinx(live_server, tmp_path) -> None:
     pytest.importorskip("pocketsphinx")
     wav = synthesize(tmp_path / "talk.wav", SENTENCES)
-    proc = subprocess.run([LIVETRANS, "caption", "--audio", str(wav), "--fast", "--quiet",
-                           "--json", "--server", live_server.url], capture_output=True,
-                          text=True, timeout=600, env=_env())
+    proc = subprocess.run([LIVETRANS, "caption", "--audio", str(wav), "--asr", "pocketsphinx",
+                           "--fast", "--quiet", "--json", "--server", live_server.url],
+                          capture_output=True, text=True, timeout=600, env=_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     stats = json.loads(proc.stdout.strip().splitlines()[-1])
     assert stats["finals"] >= 1 and stats["errors"] == 0
@@ -277,7 +301,6 @@ def test_caption_audio_file_end_to_end(live_server, tmp_path) -> None:
 
 @needs_espeak
 def test_caption_audio_pcm_on_stdin(live_server, tmp_path) -> None:
-    pytest.importorskip("pocketsphinx")
     wav = synthesize(tmp_path / "talk.wav", SENTENCES[:1])
     pcm = b"".join(wav_pcm_blocks(WavReader(wav)))
     proc = subprocess.run([LIVETRANS, "caption", "--audio", "-", "--quiet", "--json",
@@ -285,7 +308,7 @@ def test_caption_audio_pcm_on_stdin(live_server, tmp_path) -> None:
                           timeout=600, env=_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     stats = json.loads(proc.stdout.decode().strip().splitlines()[-1])
-    assert stats["finals"] >= 1 and stats["errors"] == 0
+    assert stats["finals"] == 1 and stats["errors"] == 0
 
 
 # --- user mistakes: one line on stderr, exit code 2 ---------------------------------------
@@ -318,6 +341,7 @@ def test_missing_pocketsphinx_is_one_line_from_the_cli(tmp_path) -> None:
     (shadow / "__init__.py").write_text("raise ImportError('pocketsphinx is not here')\n")
     wav = write_wav(tmp_path / "x.wav", tone(440, RATE, 0.1), RATE)
     for source in (str(wav), "-"):
-        _one_line_error(["--audio", source], "PocketSphinx", "livetrans[audio]",
+        _one_line_error(["--audio", source, "--asr", "pocketsphinx"], "PocketSphinx",
+                        "livetrans[audio]",
                         PYTHONPATH=str(tmp_path / "shadow"))
 
