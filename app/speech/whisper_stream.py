@@ -1,15 +1,26 @@
 """A streaming speech recogniser: faster-whisper over a growing buffer, LocalAgreement-2
 partials and voice-activity endpoints.
 
-Audio arrives as 16 kHz mono samples (``feed``). Every ``step_s`` of new audio the current
-segment's buffer is decoded again (greedy, word timestamps); LocalAgreement-2
-(``app.speech.agreement``) commits the words two consecutive decodes agree on, and the
-segment's text so far (committed words plus the uncommitted tail) is a ``partial``. Silero
-VAD (shipped with faster-whisper) finds the end of speech: once the buffer ends in
-``endpoint_silence_s`` of silence after speech, or the segment reaches ``max_segment_s``,
-the segment is decoded one last time and its text is a ``final``; the buffer then starts
-after it. Silence without speech is dropped as it comes, so ten minutes of silence cost
-one second of buffer, never more.
+Audio arrives as 16 kHz mono samples (``feed``). Silero VAD (shipped with faster-whisper)
+looks at the segment's buffer every ``vad_step_s`` of new audio; it is cheap (about 2 ms
+per second of buffer). Whisper is not: each decode runs its encoder over a 30 s window
+(about 1.2 s of one CPU thread for Whisper base, whatever the buffer's length), so decodes
+are rationed:
+
+* a **partial** decode of the whole buffer at most every ``step_s`` of audio, and no more
+  often than the recogniser's measured decode time allows (``partial_share``: the share of
+  a thread one speaker's partials may take). LocalAgreement-2 (``app.speech.agreement``)
+  commits the words two consecutive decodes agree on; committed words plus the
+  uncommitted tail are the ``partial``.
+* when the speech **pauses** (``END_PAD_S`` of silence after it), one decode of the buffer
+  up to just after the last word, at once: a partial, and the final if the pause lasts.
+* at an **endpoint** (``endpoint_silence_s`` of silence, or ``max_segment_s`` of segment),
+  the segment's text is the ``final``; when the pause decode above already heard all of
+  it, no new decode is needed, so the final leaves as soon as the pause is long enough.
+
+The buffer then starts after the segment. A buffer that holds several pauses (the
+recogniser fell behind and takes the audio that waited) is cut at each. Silence without
+speech is dropped as it comes, so ten minutes of silence cost one second of buffer.
 
 One object is one speaker's stream and is not thread-safe: the caller runs ``feed`` off
 the event loop (it decodes), one call at a time. Streams may share one model
@@ -18,6 +29,7 @@ the event loop (it decodes), one call at a time. Streams may share one model
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,68 +68,90 @@ class StreamingWhisper:
     def __init__(self, model_dir: str | Path | None = None, language: str = "en",
                  threads: int = 1, step_s: float = 1.0, endpoint_silence_s: float = 0.6,
                  max_segment_s: float = 20.0, device: str = "cpu",
-                 model: Any | None = None) -> None:
+                 model: Any | None = None, vad_step_s: float = 0.25,
+                 partial_share: float = 0.5) -> None:
         self.model = model if model is not None else load_whisper(model_dir, threads, device)
         self.language = language
         self.step_s = step_s
+        self.vad_step_s = vad_step_s
+        self.partial_share = partial_share
         self.endpoint_silence_s = endpoint_silence_s
         self.max_segment_s = max_segment_s
         self.buffer = np.zeros(0, dtype=np.float32)
-        self.pending = 0  # samples fed since the last decode
+        self.unchecked = 0  # samples fed since the VAD last looked
         self.segment = 0
         self.policy = LocalAgreement()
         self.last_partial = ""
+        self.decode_s = 0.0  # how long the last decode took (wall clock)
+        # (buffer length decoded, its words) of the segment's last decode
+        self.decoded: tuple[int, list[Word]] | None = None
 
     def feed(self, samples: np.ndarray) -> list[SpeechEvent]:
         """Add audio (float32 in [-1, 1], 16 kHz mono); returns what it made known."""
         self.buffer = np.concatenate([self.buffer, np.asarray(samples, dtype=np.float32)])
-        self.pending += len(samples)
-        if self.pending < self.step_s * SAMPLE_RATE:
+        self.unchecked += len(samples)
+        if self.unchecked < self.vad_step_s * SAMPLE_RATE:
             return []
-        self.pending = 0
+        self.unchecked = 0
         return self.step()
 
     def step(self) -> list[SpeechEvent]:
-        """Decode the segment's buffer now: finals at the endpoints it holds, then a
-        partial of the speech after the last one (or nothing).
+        """Look at the buffer now: finals at the endpoints it holds, then maybe a partial
+        of the speech after the last one (or nothing).
 
-        A buffer may hold several endpoints: when recognition falls behind (many
-        speakers, few threads) one step takes all the audio that arrived meanwhile.
-        Separate VAD spans are pauses of at least ``endpoint_silence_s``, so each span
-        but the last ends a segment.
+        Separate VAD spans are pauses of at least ``endpoint_silence_s``, so each span but
+        the last ends a segment.
         """
         events: list[SpeechEvent] = []
+        pad = int(END_PAD_S * SAMPLE_RATE)
         while True:
             speech = self._speech()
             if not speech:  # silence only: keep the last second (speech may be starting)
                 self.buffer = self.buffer[-SAMPLE_RATE:]
+                self.decoded = None
                 return events
-            pad = int(END_PAD_S * SAMPLE_RATE)
             if len(speech) > 1:
                 events += self._end_segment(min(speech[0]["end"] + pad, speech[1]["start"]))
                 continue
-            duration = len(self.buffer) / SAMPLE_RATE
-            speech_end = speech[-1]["end"] / SAMPLE_RATE
-            if duration - speech_end >= self.endpoint_silence_s or \
-                    duration >= self.max_segment_s:
+            size, speech_end = len(self.buffer), speech[-1]["end"]
+            cut = min(size, speech_end + pad)
+            if (size - speech_end) / SAMPLE_RATE >= self.endpoint_silence_s or \
+                    size / SAMPLE_RATE >= self.max_segment_s:
                 # a little of the silence after the last word: cut at the VAD's edge,
                 # Whisper mishears the last word ("next spring" -> "next, bring")
-                return events + self._end_segment(
-                    min(len(self.buffer), speech[-1]["end"] + pad))
-            self.policy.update(self._decode(self.buffer))
-            text = self.policy.text(self.policy.committed + self.policy.tail)
-            if not text or text == self.last_partial:
-                return events
-            self.last_partial = text
-            return [*events, SpeechEvent("partial", self.segment, text)]
+                return events + self._end_segment(cut)
+            if size - speech_end >= pad and not self._heard(cut):
+                return events + self._partial(cut)  # a pause: maybe the segment's end
+            since = size - (self.decoded[0] if self.decoded else 0)
+            gap_s = max(self.step_s, self.decode_s / self.partial_share)
+            if since >= gap_s * SAMPLE_RATE:
+                return events + self._partial(size)
+            return events
+
+    def _heard(self, end: int) -> bool:
+        """The segment's last decode heard the buffer up to ``end`` (give or take 100 ms
+        of silence: the VAD's edge moves a little as it hears more)."""
+        return self.decoded is not None and abs(self.decoded[0] - end) <= SAMPLE_RATE // 10
+
+    def _partial(self, end: int) -> list[SpeechEvent]:
+        words = self._decode(self.buffer[:end])
+        self.decoded = (end, words)
+        self.policy.update(words)
+        text = self.policy.text(self.policy.committed + self.policy.tail)
+        if not text or text == self.last_partial:
+            return []
+        self.last_partial = text
+        return [SpeechEvent("partial", self.segment, text)]
 
     def flush(self) -> list[SpeechEvent]:
         """The stream ended: the segment in progress becomes a final (if it holds speech)."""
+        events = self.step() if self.unchecked else []  # pauses in the last few frames
+        self.unchecked = 0
         if not len(self.buffer) or not self._speech():
             # Whisper tends to hear words in silence ("Thank you."): never decode it
             self.buffer = self.buffer[:0]
-            return []
-        return self._end_segment(len(self.buffer))
+            return events
+        return events + self._end_segment(len(self.buffer))
 
     def _speech(self) -> list[dict]:
         """Silero VAD's speech spans in the buffer (sample offsets)."""
@@ -127,18 +161,23 @@ class StreamingWhisper:
             min_silence_duration_ms=int(self.endpoint_silence_s * 1000), speech_pad_ms=100))
 
     def _end_segment(self, end: int) -> list[SpeechEvent]:
-        self.policy.finish(self._decode(self.buffer[:end]))
+        words = self.decoded[1] if self._heard(end) else self._decode(self.buffer[:end])
+        self.policy.finish(words)
         text = self.policy.text()
         events = [SpeechEvent("final", self.segment, text)] if text else []
         self.buffer = self.buffer[end:]
         self.policy = LocalAgreement()
         self.last_partial = ""
+        self.decoded = None
         if events:
             self.segment += 1
         return events
 
     def _decode(self, audio: np.ndarray) -> list[Word]:
+        began = time.perf_counter()
         segments, _ = self.model.transcribe(
             audio, language=self.language, beam_size=1, word_timestamps=True,
             condition_on_previous_text=False, vad_filter=False, temperature=0.0)
-        return [Word(w.word, w.start, w.end) for s in segments for w in (s.words or [])]
+        words = [Word(w.word, w.start, w.end) for s in segments for w in (s.words or [])]
+        self.decode_s = time.perf_counter() - began
+        return words
