@@ -195,3 +195,24 @@ def test_a_client_that_leaves_mid_utterance_costs_nothing_after(live_server,
     finals = [f for f in got if f["type"] == "caption" and f["final"]]
     assert len(finals) == 1 and wer(SENTENCES[0], finals[0]["source"]) <= 0.3
     assert got[-1]["type"] == "done"
+
+
+@needs_espeak
+def test_speech_faster_than_it_is_recognised_is_bounded_and_refused_clearly(tmp_path) -> None:
+    """A small backlog (1 s) and a short backpressure wait: speech sent at once outruns
+    the recogniser, the reader pushes back, then drops frames with one 'audio_overrun'
+    frame; what was recognised is still captioned and 'stop' still ends the talk."""
+    from tests.conftest import LiveServer
+
+    audio, rate = talk(tmp_path, SENTENCES)
+    frames = [audio[i:i + rate // 4].astype("<i2").tobytes()
+              for i in range(0, len(audio), rate // 4)]
+    with LiveServer(live_max_audio_backlog_s=1.0, live_backpressure_s=0.2) as server:
+        got = _exchange(server, {**AUDIO_START, "sample_rate": rate}, frames)
+        dropped = server.state.metrics.registry.get_sample_value(
+            "livetrans_asr_dropped_audio_seconds_total")
+    errors = [f for f in got if f["type"] == "error"]
+    assert errors and {e["code"] for e in errors} == {"audio_overrun"}
+    assert len(errors) < len(frames) // 4  # one per overrun episode, not one per frame
+    assert dropped > 0
+    assert got[-1]["type"] == "done"
