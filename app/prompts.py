@@ -17,7 +17,7 @@ sentences below were written for this project (none come from FLORES or ACL 60/6
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 LANGUAGE_NAMES: dict[str, str] = {
@@ -156,6 +156,11 @@ def neutralise_labels(text: str) -> str:
     return _LABEL.sub(lambda m: f"{m.group(1)} -", text)
 
 
+def _data(text: str) -> str:
+    """User text as it goes into a few-shot line: one line, no labels."""
+    return neutralise_labels(clean_source(text))
+
+
 @dataclass(frozen=True)
 class PromptPart:
     """A piece of a prompt: ours (may hold control tokens) or the user's (plain data)."""
@@ -170,6 +175,18 @@ def user(text: str) -> PromptPart:
 
 def ours(text: str) -> PromptPart:
     return PromptPart(text, trusted=True)
+
+
+def _merged(parts: Sequence[PromptPart]) -> tuple[PromptPart, ...]:
+    """Adjacent parts of the same trust joined: the same prompt, tokenized as before
+    (two of our parts in a row would otherwise be cut where the tokenizer does not cut)."""
+    out: list[PromptPart] = []
+    for part in parts:
+        if out and out[-1].trusted == part.trusted:
+            out[-1] = PromptPart(out[-1].text + part.text, part.trusted)
+        else:
+            out.append(part)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -224,26 +241,42 @@ class FewShotFormat:
         return list(zip(FEW_SHOT_EXAMPLES[source_lang][: self.n_examples],
                         FEW_SHOT_EXAMPLES[target_lang][: self.n_examples], strict=True))
 
-    def translation(self, source: str, source_lang: str, target_lang: str) -> TranslationPrompt:
+    def translation(self, source: str, source_lang: str, target_lang: str,
+                    context: Sequence[tuple[str, str]] = (),
+                    terms: Sequence[tuple[str, str]] = ()) -> TranslationPrompt:
+        """The few-shot prompt for ``source``.
+
+        ``context`` (the talk's previous finals, oldest first) and ``terms`` (glossary
+        entries that apply) are more ``<Language>: ...`` pairs after the examples, as
+        data: the model reads the talk so far and the required terms the way it reads the
+        examples. Context comes first so that it stays one fixed prefix while a segment's
+        updates arrive (the KV cache keeps it); the terms depend on the source so far and
+        sit right before it.
+        """
         src_name = LANGUAGE_NAMES[source_lang]
         tgt_name = LANGUAGE_NAMES[target_lang]
         preamble = "\n\n".join(f"{src_name}: {src}\n{tgt_name}: {tgt}"
                                 for src, tgt in self.examples(source_lang, target_lang))
-        text = neutralise_labels(clean_source(source))
+        parts: list[PromptPart] = [ours(f"{preamble}\n\n")]
+        for src, tgt in (*context, *terms):
+            parts += [ours(f"{src_name}:"), user(" " + _data(src)),
+                      ours(f"\n{tgt_name}:"), user(" " + _data(tgt)), ours("\n\n")]
+        text = _data(source)
         # No trailing space after the label: the model emits the space as part of its first
         # token (" Der"), which is the form drafts and dictionaries are built in. The space
         # before the source belongs to the user part, where the tokenizer puts it anyway.
-        return TranslationPrompt(
-            parts=(ours(f"{preamble}\n\n{src_name}:"), user(" " + text if text else ""),
-                   ours(f"\n{tgt_name}:")),
-            source=clean_source(source), stop_at_newline=True)
+        parts += [ours(f"{src_name}:"), user(" " + text if text else ""),
+                  ours(f"\n{tgt_name}:")]
+        return TranslationPrompt(parts=_merged(parts), source=clean_source(source),
+                                 stop_at_newline=True)
 
-    def retry_translation(self, source: str, source_lang: str,
-                          target_lang: str) -> TranslationPrompt:
+    def retry_translation(self, source: str, source_lang: str, target_lang: str,
+                          context: Sequence[tuple[str, str]] = (),
+                          terms: Sequence[tuple[str, str]] = ()) -> TranslationPrompt:
         """The stronger prompt for a final that came out as no translation: every example,
         fragments included (see ``FEW_SHOT_EXAMPLES``)."""
         every = replace(self, n_examples=len(FEW_SHOT_EXAMPLES[source_lang]))
-        return every.translation(source, source_lang, target_lang)
+        return every.translation(source, source_lang, target_lang, context, terms)
 
 
 _SLOT = "\x00livetrans-user-{}\x00"
@@ -287,23 +320,37 @@ class ChatTemplateFormat:
     def examples(self, source_lang: str, target_lang: str) -> list[tuple[str, str]]:
         return []
 
-    def retry_translation(self, source: str, source_lang: str,
-                          target_lang: str) -> TranslationPrompt:
+    def retry_translation(self, source: str, source_lang: str, target_lang: str,
+                          context: Sequence[tuple[str, str]] = (),
+                          terms: Sequence[tuple[str, str]] = ()) -> TranslationPrompt:
         """The stronger prompt for a final that came out as no translation."""
         return self.translation(
             source, source_lang, target_lang,
             insist=f" The text may be unfinished: translate what is there into "
                    f"{LANGUAGE_NAMES[target_lang]}; never repeat it in "
-                   f"{LANGUAGE_NAMES[source_lang]}.")
+                   f"{LANGUAGE_NAMES[source_lang]}.", context=context, terms=terms)
 
     def translation(self, source: str, source_lang: str, target_lang: str,
-                    insist: str = "") -> TranslationPrompt:
+                    insist: str = "", context: Sequence[tuple[str, str]] = (),
+                    terms: Sequence[tuple[str, str]] = ()) -> TranslationPrompt:
+        """One user turn per source: the talk's previous finals (``context``) as earlier
+        user / assistant turns, the glossary entries that apply (``terms``) as a list in
+        the last turn. All of it is message content, which ``render_chat`` keeps as data."""
         instruction = (
             f"Translate the following {LANGUAGE_NAMES[source_lang]} text into "
             f"{LANGUAGE_NAMES[target_lang]}. Reply with the translation only.{insist}\n\n"
         )
-        rendered = self.render_chat(
-            [{"role": "user", "content": instruction + clean_source(source)}])
+        messages: list[dict[str, str]] = []
+        for src, tgt in context:
+            messages += [{"role": "user", "content": instruction + clean_source(src)},
+                         {"role": "assistant", "content": clean_source(tgt)}]
+        required = ""
+        if terms:
+            required = "Use these terms: " + "; ".join(
+                f"{clean_source(s)} = {clean_source(t)}" for s, t in terms) + "\n\n"
+        messages.append({"role": "user",
+                         "content": instruction + required + clean_source(source)})
+        rendered = self.render_chat(messages)
         return TranslationPrompt(parts=rendered.parts, source=clean_source(source),
                                  stop_strings=rendered.stop_strings, add_bos=False)
 

@@ -71,7 +71,7 @@ def _load_engine(state: ServerState) -> None:
         state.served_langs = model.served_languages
         state.translator = Translator(
             worker, fmt, state.sessions, chain_factory=chains.build,
-            chat_renderer=model.render_chat)
+            chat_renderer=model.render_chat, max_context_chars=settings.max_context_chars)
         log.info("model %s loaded in %.1fs (prompt format: %s, drafters: %s, %d sequences)",
                  model.path.name, time.perf_counter() - t0, fmt.name, chains.describe(),
                  runtime.n_seq)

@@ -27,7 +27,7 @@ import re
 import threading
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -36,6 +36,8 @@ from app.prefix import common_prefix
 # Session ids travel in logs, headers and the gateway's hash key: one rule for
 # the body field and the X-Session-ID header alike.
 SESSION_ID_MAX_CHARS = 128
+# finals a session remembers for ``context`` (the most a request may ask for)
+MAX_CONTEXT = 8
 SESSION_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 _SESSION_ID_RE = re.compile(SESSION_ID_PATTERN)
 
@@ -111,6 +113,9 @@ class Session:
     # final, so a stale partial cannot start the next segment) and the client's newest seq.
     newest_source: str = ""
     newest_seq: int | None = None
+    # The talk so far, for ``context``: (source, translation) of the latest finals of the
+    # current language pair, oldest first, at most ``MAX_CONTEXT`` of them.
+    finals: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=MAX_CONTEXT))
 
     def check_newer(self, source: str, is_final: bool, seq: int | None = None) -> None:
         """Refuse an update older than the newest applied one (``StaleUpdateError``).
@@ -154,7 +159,7 @@ class Session:
 
     def commit(
         self, source: str, draft: list[int], is_final: bool, target_lang: str,
-        source_lang: str, seq: int | None = None,
+        source_lang: str, seq: int | None = None, text: str | None = None,
     ) -> int:
         """Apply a translated update; returns its revision within the segment.
 
@@ -168,13 +173,23 @@ class Session:
         revision = self.revision
         self.newest_source = source
         self.applied(seq)
+        if (target_lang, source_lang) != (self.target_lang, self.source_lang):
+            self.finals.clear()  # another language pair's talk is no context
         self.target_lang, self.source_lang = target_lang, source_lang
         if is_final:
+            if text:  # a final's ``text`` (the caption) joins the talk's context
+                self.finals.append((source, text))
             self.start_segment()
         else:
             self.previous_agreed = agreed_prefix(self.previous_tokens, draft)
             self.previous_tokens = list(draft)
         return revision
+
+    def context(self, target_lang: str, source_lang: str, n: int) -> list[tuple[str, str]]:
+        """The latest ``n`` finals of this language pair, oldest first."""
+        if n <= 0 or (target_lang, source_lang) != (self.target_lang, self.source_lang):
+            return []
+        return list(self.finals)[-n:]
 
     def start_segment(self, label: int | None = None) -> None:
         """Start a new segment: an empty draft and revision 0.

@@ -93,6 +93,9 @@ class ServerSettings(BaseSettings):
     max_body_bytes: int = Field(
         1_048_576, ge=1024, description="largest HTTP request body accepted (bytes)")
     max_new_tokens: int = Field(512, ge=1, description="cap on max_tokens per request")
+    max_context_chars: int = Field(
+        2000, ge=0, description="characters of earlier finals (source and translation) a "
+                                "request's context may show the model; older ones are left out")
     live_max_frame_chars: int = Field(
         64_000, ge=1, description="longest WebSocket text frame; longer gets a too_large frame")
     live_max_connections: int = Field(256, ge=1, description="open live sockets per replica")

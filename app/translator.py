@@ -16,12 +16,22 @@ from dataclasses import dataclass, field, replace
 
 from app.engine.engine import Engine, GenerationRequest, GenerationResult
 from app.engine.worker import PRIORITY_REQUEST, EngineWorker
+from app.glossary import Term, applicable, missed
 from app.pathology import diagnose, loop_cut, loops
 from app.prompts import PromptFormat, TranslationPrompt, render_plain_chat, tokenize_prompt
 from app.sessions import DraftPlan, Session, SessionStore
-from drafters.chain import DEFAULT_ORDER
+from drafters.chain import DEFAULT_ORDER, DrafterChain
+from drafters.glossary import GlossaryContinuation, GlossaryStart
 
 ChainFactory = Callable[[list[str], str], object | None]
+
+# The bias a glossary term is verified with once the model has begun it: at 0.5 or more
+# the term's own next token always wins (``app.engine.verify``), so a begun term is written
+# as the glossary spells it. A final that still misses a term is decoded once more with
+# the whole term proposed wherever the model ranks its first token close enough
+# (GLOSSARY_START_BETA: within beta / (1 - beta) = 0.43 of the top token's probability).
+GLOSSARY_BETA = 0.5
+GLOSSARY_START_BETA = 0.3
 
 # A client's ``prediction`` has no history: under ``bias_scope="agreed"`` all of it is agreed.
 PREDICTION_AGREED = 1 << 30
@@ -52,6 +62,10 @@ class TranslateOptions:
     final_beta: float | None = 0.0
     draft_guard: bool = False  # measured: with unbiased finals it costs speed and calm only
     final_retry: bool = True
+    # Whole talks (README "Context and glossaries"): how many of the session's previous
+    # finals the model sees before the source, and the organiser's term list.
+    context: int = 0
+    glossary: dict[str, str] | None = None
 
     def uses(self, name: str) -> bool:
         return self.drafters is None or name in self.drafters
@@ -75,6 +89,8 @@ class TranslationOutcome:
     pathology: str | None = None  # see ``app.pathology``: what is wrong with this output
     draft_dropped: str | None = None  # why this output is not the next draft
     retried: str | None = None  # a final translated again from scratch, and why
+    # {"applied": n, "missed": [source terms]} when the request had a glossary
+    glossary: dict | None = None
 
 
 def masked_tokens(tokens: list[int], mask_k: int, is_final: bool) -> list[int]:
@@ -142,12 +158,15 @@ class UpdateOutcome:
     draft: list[int] = field(default_factory=list)  # the next update's draft
     dropped: str | None = None  # why the output is no draft ("loop", "copy", ...)
     cut: bool = False  # a looping final's text was cut where the loop starts
+    terms: list[Term] = field(default_factory=list)  # glossary entries that applied
+    missed: list[str] = field(default_factory=list)  # ... whose target term is not out
 
 
 def _generate(engine: Engine, prompt: TranslationPrompt, opts: TranslateOptions, beta: float,
               draft: list[int], bias_limit: int, chain: object | None,
               cancel: threading.Event | None,
-              on_text: Callable[[str], None] | None) -> GenerationResult:
+              on_text: Callable[[str], None] | None,
+              drafter_beta: dict[str, float] | None = None) -> GenerationResult:
     rt = engine.rt
     stops = tuple(prompt.stop_strings)
     if prompt.stop_at_newline:
@@ -163,6 +182,7 @@ def _generate(engine: Engine, prompt: TranslationPrompt, opts: TranslateOptions,
         temperature=opts.temperature,
         seed=opts.seed,
         drafters=chain,
+        drafter_beta=drafter_beta or {},
         draft_budget=opts.draft_budget,
         previous=draft,
         cancel=cancel,
@@ -186,6 +206,7 @@ def translate_update(
     draft_agreed: int | None = None,
     examples: list[tuple[str, str]] | None = None,
     retry_prompt: TranslationPrompt | None = None,
+    terms: list[Term] | None = None,
 ) -> UpdateOutcome:
     """One update on the engine thread: the exact code path of the server and the benchmarks.
 
@@ -195,6 +216,12 @@ def translate_update(
     when it is clean. A final that still loops is cut where the loop starts (``cut_loop``).
     A streamed update (``on_text``) is neither retried nor cut: its text has gone out
     already. A looping output is never the next draft.
+
+    ``terms`` are the glossary entries that apply to the source: their target terms are
+    drafted where the model begins them (``drafters.glossary``, verified with
+    ``GLOSSARY_BETA``), and a final that still misses one is decoded once more with the
+    terms proposed throughout (``_repair_terms``); one that misses a term after that is
+    the ``glossary_miss`` pathology.
     """
     rt = engine.rt
     draft = list(draft_tokens) if draft_tokens is not None else []
@@ -212,8 +239,14 @@ def translate_update(
     if extra_draft:
         draft = draft + list(extra_draft)  # benchmarks only: e.g. the old stop token
         bias_limit = len(draft) if not opts.unbiased_tail else bias_limit
+    terms = terms or []
+    drafter_beta = None
+    if terms:
+        chain = with_glossary(chain, [GlossaryContinuation(
+            [t.target for t in terms], _no_bos(rt), rt.detokenize)], opts.draft_budget)
+        drafter_beta = {GlossaryContinuation.name: GLOSSARY_BETA}
     result = _generate(engine, prompt, opts, update_beta(opts, is_final), draft, bias_limit,
-                       chain, cancel, on_text)
+                       chain, cancel, on_text, drafter_beta)
     cap = translation_token_cap(rt, prompt.source)
     pathology = diagnose_output(result, prompt.source, opts, examples, cap)
     retried, retry_ms, cut = None, 0.0, False
@@ -225,6 +258,14 @@ def translate_update(
                                              examples, retry_prompt, cancel, cap)
     if repairable and pathology == "loop" and opts.final_retry:
         result, cut = cut_loop(result, ran_away(result, opts, cap))
+    missing = missed(terms, result.text)
+    if repairable and missing and pathology is None and opts.final_retry:
+        retried = retried or "glossary_miss"
+        result, missing, extra_ms = _repair_terms(engine, result, prompt, opts, terms,
+                                                  missing, examples, cancel, cap)
+        retry_ms += extra_ms
+    if is_final and missing and pathology is None:
+        pathology = "glossary_miss"
     shown = masked_tokens(result.tokens, opts.mask_k, is_final)
     display = result.text if shown is result.tokens else rt.detokenize(shown)
     guard = pathology if opts.draft_guard else None
@@ -234,7 +275,48 @@ def translate_update(
     dropped = "loop" if result.runaway else guard
     return UpdateOutcome(result=result, display=display.strip(), pathology=pathology,
                          retried=retried, retry_ms=retry_ms, draft=next_draft(result, guard),
-                         dropped=dropped, cut=cut)
+                         dropped=dropped, cut=cut, terms=terms, missed=missing)
+
+
+def _no_bos(rt) -> Callable[[str], list[int]]:  # noqa: ANN001 - the engine's runtime
+    return lambda text: rt.tokenize(text, add_bos=False)
+
+
+def with_glossary(chain: object | None, drafters: list[object], budget: int) -> DrafterChain:
+    """The request's drafter chain with the glossary drafters first (a term, once begun,
+    outranks every other proposal)."""
+    base = list(getattr(chain, "drafters", []) or [])
+    return DrafterChain([*drafters, *base], budget=getattr(chain, "budget", budget))
+
+
+def _repair_terms(engine: Engine, first: GenerationResult, prompt: TranslationPrompt,
+                  opts: TranslateOptions, terms: list[Term],
+                  missing: list[str], examples: list[tuple[str, str]] | None,
+                  cancel: threading.Event | None,
+                  cap: int) -> tuple[GenerationResult, list[str], float]:
+    """A final that missed glossary terms, decoded once more: from scratch, unbiased
+    except for the terms, which are proposed wherever the model may begin them
+    (``GlossaryStart``) and completed once begun. Kept when it is clean and misses fewer
+    terms; returns the result to keep, the terms it misses and what the repair cost."""
+    rt = engine.rt
+    wanted = [term.target for term in terms if term.source in missing]
+    chain = DrafterChain([
+        GlossaryContinuation([t.target for t in terms], _no_bos(rt), rt.detokenize),
+        GlossaryStart(wanted, _no_bos(rt), rt.detokenize)], budget=opts.draft_budget)
+    again = _generate(engine, prompt, opts, 0.0, [], 0, chain, cancel, None,
+                      {GlossaryContinuation.name: GLOSSARY_BETA,
+                       GlossaryStart.name: GLOSSARY_START_BETA})
+    still = missed(terms, again.text)
+    clean = diagnose_output(again, prompt.source, opts, examples, cap) is None
+    if clean and again.text.strip() and again.finish_reason != "cancelled" and \
+            len(still) < len(missing):
+        again.decode_ms += first.decode_ms
+        again.forward_passes += first.forward_passes
+        again.drafts.merge(first.drafts)
+        return again, still, again.decode_ms - first.decode_ms
+    first.decode_ms += again.decode_ms
+    first.forward_passes += again.forward_passes
+    return first, missing, again.decode_ms
 
 
 def _retry(engine: Engine, first: GenerationResult, pathology: str, source: str,
@@ -294,6 +376,49 @@ def diagnose_output(result: GenerationResult, source: str, opts: TranslateOption
                     runaway=runaway)
 
 
+@dataclass
+class PromptPlan:
+    """What one update is translated with: its prompt, the stronger prompt a bad final
+    is retried with (finals only), the glossary entries that apply and the prompt's
+    example pairs (for the leakage detector)."""
+
+    prompt: TranslationPrompt
+    retry: TranslationPrompt | None
+    terms: list[Term]
+    examples: list[tuple[str, str]]
+
+
+def bounded_context(pairs: list[tuple[str, str]], n: int,
+                    max_chars: int) -> list[tuple[str, str]]:
+    """The latest ``n`` pairs that fit ``max_chars`` together (the oldest go first),
+    oldest first: context is bounded whatever the client sends."""
+    kept: list[tuple[str, str]] = []
+    used = 0
+    for src, tgt in reversed(pairs[-n:] if n > 0 else []):
+        used += len(src) + len(tgt)
+        if used > max_chars:
+            break
+        kept.append((src, tgt))
+    return kept[::-1]
+
+
+def plan_prompt(fmt: PromptFormat, source: str, opts: TranslateOptions,
+                context: list[tuple[str, str]], is_final: bool,
+                max_context_chars: int) -> PromptPlan:
+    """The one place an update's prompt is made (the server and the eval harness): the
+    talk so far (``opts.context`` of ``context``'s pairs, bounded) and the glossary
+    entries that apply to ``source``, both as data before it."""
+    pairs = bounded_context(context, opts.context, max_context_chars)
+    terms = applicable(opts.glossary, source)
+    shown = [(t.source, t.target) for t in terms]
+    src, tgt = opts.source_lang, opts.target_lang
+    return PromptPlan(
+        prompt=fmt.translation(source, src, tgt, context=pairs, terms=shown),
+        retry=fmt.retry_translation(source, src, tgt, context=pairs, terms=shown)
+        if is_final else None,
+        terms=terms, examples=fmt.examples(src, tgt))
+
+
 class Translator:
     """Runs translation updates through the engine worker, with session drafts."""
 
@@ -304,15 +429,14 @@ class Translator:
         sessions: SessionStore,
         chain_factory: ChainFactory | None = None,
         chat_renderer: Callable[[list[dict[str, str]]], TranslationPrompt] | None = None,
+        max_context_chars: int = 2000,
     ) -> None:
+        self.max_context_chars = max_context_chars
         self.worker = worker
         self.prompt_format = prompt_format
         self.sessions = sessions
         self.chain_factory = chain_factory
         self.chat_renderer = chat_renderer or render_plain_chat
-
-    def render(self, source: str, opts: TranslateOptions) -> TranslationPrompt:
-        return self.prompt_format.translation(source, opts.source_lang, opts.target_lang)
 
     async def translate(
         self,
@@ -331,8 +455,12 @@ class Translator:
         started: threading.Event | None = None,
         queue_seq: int | None = None,
         seq: int | None = None,
+        context: list[tuple[str, str]] | None = None,
     ) -> TranslationOutcome:
         """Translate one update. With a session, its previous translation is the draft.
+
+        ``context`` is a stateless request's earlier (source, translation) pairs; without
+        it, a session's previous finals are the context (``opts.context`` of them).
 
         ``session`` may be passed by a caller that already holds it (the WebSocket, which
         owns its session for the connection's lifetime); otherwise it is acquired here.
@@ -347,11 +475,12 @@ class Translator:
             acquired = True
         try:
             plan = self._plan(session, opts, prediction)
-            prompt = self.render(source, opts)
+            if context is None and session is not None:
+                context = session.context(opts.target_lang, opts.source_lang, opts.context)
+            p = plan_prompt(self.prompt_format, source, opts, context or [], final,
+                            self.max_context_chars)
+            prompt, retry_prompt, terms, examples = p.prompt, p.retry, p.terms, p.examples
             chain = self._chain(opts)
-            examples = self.prompt_format.examples(opts.source_lang, opts.target_lang)
-            retry_prompt = self.prompt_format.retry_translation(
-                source, opts.source_lang, opts.target_lang) if final else None
 
             def job(engine: Engine) -> UpdateOutcome:
                 return translate_update(
@@ -359,6 +488,7 @@ class Translator:
                     draft_tokens=plan.tokens if prediction is None else None,
                     draft_text=prediction, chain=chain, cancel=cancel, on_text=on_text,
                     draft_agreed=plan.agreed, examples=examples, retry_prompt=retry_prompt,
+                    terms=terms,
                 )
 
             update: UpdateOutcome = await self.worker.submit(
@@ -369,12 +499,14 @@ class Translator:
             revision = 1
             if session is not None and update.result.finish_reason != "cancelled":
                 revision = session.commit(source, update.draft, final, opts.target_lang,
-                                          opts.source_lang, seq=seq)
+                                          opts.source_lang, seq=seq, text=text)
             return TranslationOutcome(
                 result=update.result, text=text, display_text=update.display,
                 revision=revision, session_id=session.session_id if session else None,
                 is_final=final, pathology=update.pathology, draft_dropped=update.dropped,
                 retried=update.retried,
+                glossary=None if opts.glossary is None else {
+                    "applied": len(update.terms), "missed": update.missed},
             )
         finally:
             if acquired and session is not None:

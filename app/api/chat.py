@@ -90,7 +90,23 @@ def livetrans_info(outcome: TranslationOutcome) -> LivetransInfo:
         pathology=outcome.pathology,
         draft_dropped=outcome.draft_dropped,
         retried=outcome.retried,
+        glossary=outcome.glossary,
     )
+
+
+def message_pairs(messages: list) -> list[tuple[str, str]]:
+    """(source, translation) pairs of a conversation before its last user message: each
+    user message answered by the assistant message right after it. The texts are data
+    (the prompt format neutralises labels); a system message is no pair."""
+    last_user = max(i for i, m in enumerate(messages) if m.role == "user")
+    pairs = []
+    for i in range(last_user - 1):
+        this, answer = messages[i], messages[i + 1]
+        if this.role == "user" and answer.role == "assistant":
+            src, tgt = this.text().strip(), answer.text().strip()
+            if src and tgt:
+                pairs.append((src, tgt))
+    return pairs
 
 
 class _Prepared:
@@ -103,6 +119,8 @@ class _Prepared:
         self.source: str | None = None
         self.options: TranslateOptions | None = None
         self.session_id: str | None = None
+        # a stateless request's context: its earlier (user, assistant) pairs
+        self.context: list[tuple[str, str]] | None = None
 
     def release(self) -> None:
         if self.session is not None:
@@ -149,6 +167,7 @@ def _prepare(
         raise APIError(422, "The text to translate is empty.", param="messages",
                        code="empty_text")
     prep.source = source
+    prep.context = message_pairs(body.messages) or None
     prep.options = body.translate_options(source_lang, target, max_tokens)
     prep.session_id = body.session_id or header_session
     return prep
@@ -193,7 +212,7 @@ async def _run(
                 is_final=body.is_final,
                 seq=body.seq,
                 prediction=body.prediction.text() if body.prediction else None,
-                on_text=on_text, cancel=cancel, started=started,
+                on_text=on_text, cancel=cancel, started=started, context=prep.context,
             )
         else:
             limit = min(body.token_limit() or state.settings.max_new_tokens,

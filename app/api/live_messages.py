@@ -13,12 +13,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from app.api.live_frames import safe_echo, unencodable
 from app.api.rooms import ROOM_MAX_CHARS, valid_room
 from app.api.strict_input import ClientInput
+from app.glossary import GlossaryError, check_glossary
 from app.prompts import LANGUAGE_NAMES, UnsupportedLanguageError, check_language
+from app.sessions import MAX_CONTEXT
 from app.translator import DEFAULT_OPTIONS as DEFAULTS
 from app.translator import TranslateOptions
 
@@ -56,6 +58,19 @@ class StartMessage(ClientInput):
     # speech in (API.md "Speech in"): binary PCM frames instead of partial / final
     input: Literal["text", "audio"] = "text"
     sample_rate: int | None = Field(None, ge=MIN_SAMPLE_RATE, le=MAX_SAMPLE_RATE)
+    # whole talks (API.md): the organiser's terms, and how many earlier finals to show
+    glossary: dict[str, str] | None = None
+    context: int = Field(DEFAULTS.context, ge=0, le=MAX_CONTEXT)
+
+    @field_validator("glossary", mode="before")
+    @classmethod
+    def _glossary(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return check_glossary(value)
+        except GlossaryError as exc:
+            raise ValueError(str(exc)) from None
 
     def translate_options(self, source_lang: str, target_lang: str,
                           max_tokens: int) -> TranslateOptions:
@@ -65,7 +80,8 @@ class StartMessage(ClientInput):
             source_lang=source_lang, target_lang=target_lang, beta=self.beta,
             mask_k=self.mask_k, drafters=self.drafters, max_tokens=max_tokens,
             bias_scope=self.bias_scope, final_beta=self.final_beta,
-            draft_guard=self.draft_guard, final_retry=self.final_retry)
+            draft_guard=self.draft_guard, final_retry=self.final_retry,
+            context=self.context, glossary=self.glossary)
 
 
 class TextMessage(ClientInput):

@@ -129,6 +129,7 @@ class LanguagePipeline:
                 "coalesced": fan.queue.coalesced, "superseded": fan.superseded,
                 "pathology": outcome.pathology, "draft_dropped": outcome.draft_dropped,
                 "retried": outcome.retried,
+                **({"glossary": outcome.glossary} if outcome.glossary is not None else {}),
             },
         })
         return False

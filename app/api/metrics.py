@@ -66,6 +66,9 @@ class Metrics:
             "livetrans_viewer_frames_dropped_total", "partial caption frames dropped for "
             "viewers that could not keep up (finals are never dropped)", registry=r)
 
+        self.glossary_terms = Counter(
+            "livetrans_glossary_terms_total", "glossary entries that applied to a final: "
+            "its target term held in the translation, or missed", ["outcome"], registry=r)
         # speech in (app/api/live_audio.py): the recogniser's share of the machine
         self.asr_seconds = Histogram(
             "livetrans_asr_decode_seconds", "compute time of one speech recognition call",
@@ -101,7 +104,13 @@ class Metrics:
             self.preemptions.inc()
 
     def observe_verdict(self, outcome) -> None:  # noqa: ANN001 - translator.TranslationOutcome
-        """Count what ``app.pathology`` found in one translated update."""
+        """Count what ``app.pathology`` found in one translated update, and its final's
+        glossary terms."""
+        report = outcome.glossary
+        if report is not None and outcome.is_final:
+            missed = len(report["missed"])
+            self.glossary_terms.labels("held").inc(report["applied"] - missed)
+            self.glossary_terms.labels("missed").inc(missed)
         if outcome.pathology:
             self.pathological.labels(outcome.pathology, str(outcome.is_final).lower()).inc()
         if outcome.draft_dropped and not outcome.is_final:

@@ -24,7 +24,8 @@ from pydantic import AfterValidator, BaseModel, Field, field_validator, model_va
 from pydantic_core import PydanticCustomError
 
 from app.api.strict_input import UNSUPPORTED_PARAMETER, ClientInput
-from app.sessions import SESSION_ID_MAX_CHARS, SESSION_ID_PATTERN
+from app.glossary import GlossaryError, check_glossary
+from app.sessions import MAX_CONTEXT, SESSION_ID_MAX_CHARS, SESSION_ID_PATTERN
 from app.translator import DEFAULT_OPTIONS as DEFAULTS
 from app.translator import TranslateOptions
 
@@ -169,6 +170,19 @@ class ChatCompletionRequest(ClientInput):
     draft_guard: bool = DEFAULTS.draft_guard
     final_retry: bool = DEFAULTS.final_retry
     drafters: list[Literal[DRAFTER_NAMES]] | None = Field(None, max_length=len(DRAFTER_NAMES))
+    # whole talks (API.md): the organiser's terms, and how many earlier finals to show
+    glossary: dict[str, str] | None = None
+    context: int = Field(DEFAULTS.context, ge=0, le=MAX_CONTEXT)
+
+    @field_validator("glossary", mode="before")
+    @classmethod
+    def _glossary(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return check_glossary(value)
+        except GlossaryError as exc:
+            raise ValueError(str(exc)) from None
 
     @model_validator(mode="before")
     @classmethod
@@ -224,7 +238,8 @@ class ChatCompletionRequest(ClientInput):
             final_retry=self.final_retry,
             drafters=list(self.drafters) if self.drafters is not None else None,
             max_tokens=max_tokens, temperature=self.temperature or DEFAULTS.temperature,
-            seed=self.seed, stop=self.stop_list())
+            seed=self.seed, stop=self.stop_list(), context=self.context,
+            glossary=self.glossary)
 
 
 # -- responses -----------------------------------------------------------------------------
@@ -258,6 +273,11 @@ class DraftCounts(BaseModel):
     accepted: dict[str, int] = Field(default_factory=dict)
 
 
+class GlossaryReport(BaseModel):
+    applied: int
+    missed: list[str]
+
+
 class LivetransInfo(BaseModel):
     session_id: str | None
     revision: int
@@ -280,6 +300,9 @@ class LivetransInfo(BaseModel):
     pathology: str | None = None
     draft_dropped: str | None = None
     retried: str | None = None
+    # with a glossary: entries that applied to the source, and the source terms of those
+    # whose target term is not in the translation
+    glossary: GlossaryReport | None = None
 
 
 class AssistantMessage(BaseModel):

@@ -7,7 +7,7 @@ import them from one place.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -41,6 +41,9 @@ class GenerationRequest:
     temperature: float = 0.0
     seed: int | None = None
     drafters: ProposalSource | None = None  # proposals for tokens past the draft
+    # the bias a drafter's proposals are verified with, by its name (default 0: plain
+    # greedy); a glossary's terms are verified with one (``drafters.glossary``)
+    drafter_beta: Mapping[str, float] = field(default_factory=dict)
     draft_budget: int = 6
     previous: Sequence[int] = ()  # the session's previous output, for the "previous" drafter
     stop_on_loop: bool = False  # end when the output repeats one span three times in a row

@@ -237,7 +237,8 @@ class SequenceGeneration:
     def _absorb_decode(self, row_at: Callable[[int], np.ndarray], base: int) -> None:
         assert self.kv is not None
         proposal = self._proposal
-        accepted, done = self._verify(lambda i: row_at(base + i), proposal, lambda _i: 0.0)
+        beta = self.req.drafter_beta.get(self._source, 0.0) if proposal else 0.0
+        accepted, done = self._verify(lambda i: row_at(base + i), proposal, lambda _i: beta)
         if proposal:
             self.result.drafts.add(self._source, len(proposal), accepted)
             record = getattr(self.req.drafters, "record", None)
