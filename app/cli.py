@@ -219,6 +219,8 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "bench-events": ("eval.events_bench", "main", "fan-out and room viewers: what they cost"),
     "numerics": ("eval.numerics_bench", "main",
                  "how batch shapes move logits and when that changes an output"),
+    "speech-bench": ("eval.speech_bench", "main",
+                     "word error rate and final latency: Whisper vs PocketSphinx"),
 }
 
 

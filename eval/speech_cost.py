@@ -1,6 +1,7 @@
 """What audio speakers cost the translation engine: 0, 1 and 4 speakers side by side.
 
-One in-process server (``eval.local_server.LocalServer``). In every run a *text speaker*
+Part of ``livetrans speech-bench`` (``--speakers``). One in-process server
+(``eval.local_server.LocalServer``). In every run a *text speaker*
 replays a recorded ASR stream (``asr_partials``: timed partials and finals) in real time,
 as a text client does; beside it, N *audio speakers* each stream the same espeak-ng talk
 (FLORES dev sentences, 1 s pauses) as 16 kHz PCM in real time (200 ms frames), recognised
@@ -23,12 +24,11 @@ import asyncio
 import json
 import shutil
 import subprocess
-import tempfile
 import time
 import wave
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import websockets
@@ -37,20 +37,6 @@ from app.speech.resample import RATE, Resampler
 from eval.tables import Table
 
 FRAME_S = 0.2  # an audio speaker's frame, sent in real time
-PAUSE_S = 1.0  # silence after each sentence of the talk
-
-
-@dataclass
-class Talk:
-    """Speech for the audio speakers: 16 kHz PCM and where each sentence ends (s)."""
-
-    pcm: np.ndarray
-    sentences: list[str]
-    ends_s: list[float]
-
-    @property
-    def seconds(self) -> float:
-        return len(self.pcm) / RATE
 
 
 def espeak(text: str, folder: Path) -> np.ndarray:
@@ -65,19 +51,6 @@ def espeak(text: str, folder: Path) -> np.ndarray:
         rate = w.getframerate()
         samples = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
     return Resampler(rate).process(samples.astype(np.float64))
-
-
-def make_talk(sentences: list[str]) -> Talk:
-    parts, ends, at = [], [], 0.0
-    with tempfile.TemporaryDirectory() as tmp:
-        for text in sentences:
-            speech = espeak(text, Path(tmp))
-            at += len(speech) / RATE
-            ends.append(at)
-            parts += [speech, np.zeros(int(PAUSE_S * RATE))]
-            at += PAUSE_S
-    pcm = np.clip(np.round(np.concatenate(parts)), -32768, 32767).astype("<i2")
-    return Talk(pcm, sentences, ends)
 
 
 @dataclass
@@ -100,6 +73,14 @@ def match_ends(arrivals: list[float], ends: list[float]) -> list[float]:
             latencies.append(t - ends[next_end])
             next_end += 1
     return latencies
+
+
+class Talk(Protocol):
+    """Speech for the audio speakers (``eval.speech_bench.compose`` makes one)."""
+
+    pcm: np.ndarray  # 16 kHz samples on the int16 scale
+    sentences: list[str]
+    ends_s: list[float]  # where each sentence's speech ends
 
 
 async def audio_speaker(url: str, talk: Talk, lang: str, log: SpeakerLog) -> None:
@@ -129,9 +110,10 @@ async def audio_speaker(url: str, talk: Talk, lang: str, log: SpeakerLog) -> Non
 
         receiver = asyncio.create_task(receive())
         step = int(FRAME_S * RATE)
-        for i in range(0, len(talk.pcm), step):
+        pcm = np.clip(np.round(talk.pcm), -32768, 32767).astype("<i2")
+        for i in range(0, len(pcm), step):
             await asyncio.sleep(max(0.0, t0 + i / RATE - time.perf_counter()))
-            await ws.send(talk.pcm[i:i + step].tobytes())
+            await ws.send(pcm[i:i + step].tobytes())
         await ws.send(json.dumps({"type": "stop"}))
         await receiver
     log.latencies_s = match_ends(arrivals, talk.ends_s)

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from eval.speech_cost import PAUSE_S, cost_run, cost_table, make_talk, match_ends
+from eval.speech_bench import PAUSE_S, compose
+from eval.speech_cost import cost_run, cost_table, match_ends
 from tests.speech import ESPEAK, SENTENCES, wer
 
 
@@ -19,7 +20,7 @@ def test_each_final_answers_the_earliest_sentence_that_ended_before_it() -> None
 
 @pytest.mark.skipif(ESPEAK is None, reason="Debian package 'espeak-ng' is not installed")
 def test_one_audio_speaker_beside_a_text_speaker(live_server, data_dir) -> None:
-    talk = make_talk(SENTENCES[:1])
+    talk = compose("test", SENTENCES[:1])
     assert talk.seconds == pytest.approx(talk.ends_s[0] + PAUSE_S, abs=0.01)
     path = data_dir / "asr_partials" / "flores200_dev_en.jsonl"
     utterances = [json.loads(path.read_text().splitlines()[0])]
