@@ -72,7 +72,7 @@ class Term:
     target: str
 
 
-def _pattern(term: str) -> re.Pattern[str]:
+def term_pattern(term: str) -> re.Pattern[str]:
     """``term`` on word boundaries, any case, any run of spaces between its words.
 
     A boundary is the edge of a word character only where the term itself starts or ends
@@ -89,7 +89,7 @@ def applicable(glossary: Mapping[str, str] | None, source: str) -> list[Term]:
     prompt shows "machine translation" before "translation")."""
     if not glossary:
         return []
-    found = [Term(s, t) for s, t in glossary.items() if _pattern(s).search(source)]
+    found = [Term(s, t) for s, t in glossary.items() if term_pattern(s).search(source)]
     return sorted(found, key=lambda term: -len(term.source))
 
 

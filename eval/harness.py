@@ -29,23 +29,35 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from app.glossary import applicable
+from app.translator import DEFAULT_OPTIONS
 from app.usage import (
     PlainHelp,
     UsageError,
     add_model_options,
+    checked,
     comma_list,
     count,
     fraction,
     require_file,
 )
 from drafters.chain import DEFAULT_ORDER
-from eval.datasets.acl6060 import read_acl_pair
+from eval.datasets.acl6060 import read_acl_pair, read_talk_ids
 from eval.datasets.aligned import DatasetNotFoundError
 from eval.datasets.asr_partials import read_asr_streams
 from eval.datasets.flores import language_arg, language_list, read_flores, read_flores_pair
 from eval.datasets.streams import Stream, lag_k_stream
 from eval.display_eval import display_report, parse_modes
-from eval.methods import Method, NotOverHttp, http_fields, parse_methods, run_stream
+from eval.glossaries import GlossaryFile, load_glossaries
+from eval.methods import (
+    Method,
+    NotOverHttp,
+    TalkSettings,
+    http_fields,
+    options_for,
+    parse_methods,
+    run_stream,
+)
 from eval.report import (
     load_records,
     model_comparison,
@@ -55,6 +67,7 @@ from eval.report import (
     table2,
     table3,
     table4,
+    whole_talks,
 )
 from eval.tables import Block, markdown, show
 
@@ -64,6 +77,13 @@ def load_streams(args: argparse.Namespace, lang: str) -> list[Stream]:
         pairs = read_flores_pair(args.flores_dir, args.split, args.source_lang, lang)
     elif args.dataset == "acl":
         pairs = read_acl_pair(args.acl_dir, args.split, args.source_lang, lang)
+        talks = read_talk_ids(args.acl_dir, args.split)
+        if talks is not None and len(talks) == len(pairs):
+            streams = [Stream(str(i), lag_k_stream(src, args.lag), ref, talk=talks[i])
+                       for i, (src, ref) in enumerate(pairs)]
+            if args.talk_limit:
+                streams = first_of_each_talk(streams, args.talk_limit)
+            return streams[args.offset: args.offset + args.limit]
     else:
         streams = read_asr_streams(args.asr_file)
         if args.asr_refs_dir is not None:  # utterance i is line i of the source set
@@ -76,6 +96,16 @@ def load_streams(args: argparse.Namespace, lang: str) -> list[Stream]:
     pairs = pairs[args.offset: args.offset + args.limit]
     return [Stream(str(args.offset + i), lag_k_stream(src, args.lag), ref)
             for i, (src, ref) in enumerate(pairs)]
+
+
+def first_of_each_talk(streams: list[Stream], n: int) -> list[Stream]:
+    """The first ``n`` streams of every talk, in order."""
+    kept, seen = [], {}
+    for stream in streams:
+        seen[stream.talk] = seen.get(stream.talk, 0) + 1
+        if seen[stream.talk] <= n:
+            kept.append(stream)
+    return kept
 
 
 def base_beta(args: argparse.Namespace) -> str:
@@ -126,15 +156,22 @@ class InProcessRunner:
         self.newline = self.rt.tokenize("\n")[-1]
         self.src = args.source_lang
         self.max_tokens = args.max_tokens
+        self.talks = TalkSessions()
 
-    def run(self, method: Method, stream: Stream, lang: str) -> list[dict]:
+    def run(self, method: Method, stream: Stream, lang: str,
+            talk: TalkSettings = TalkSettings()) -> list[dict]:
+        from app.sessions import Session
+
         chain = self.chains.build(["previous", *self.drafter_names], lang) \
             if method.drafters else None
         # Each stream starts from an empty KV cache: results then do not depend on what ran
         # before (batch shapes decide near-ties), so a resumed run reproduces a full one.
         self.engine.truncate(0)
+        key = self.talks.key(lang, stream, method)
+        session = self.talks.sessions.setdefault(key, Session(session_id=key)) \
+            if key else None
         records = run_stream(self.engine, self.fmt, method, stream, self.src, lang, chain,
-                             self.newline, self.max_tokens)
+                             self.newline, self.max_tokens, session=session, talk=talk)
         if method.model:  # records speak the run's base vocabulary, or carry no ids
             for r in records:
                 ids = r.pop("token_ids", None)
@@ -144,6 +181,29 @@ class InProcessRunner:
 
     def detokenize(self, ids: list[int]) -> str:
         return self.rt.detokenize(ids)
+
+
+class TalkSessions:
+    """One session per (language, talk, method): a talk's sentences are one speaker's
+    segments, so with ``context`` each sees the finals before it. A resumed run replays
+    the finals of the streams it skips (``remember``), so its context is a full run's."""
+
+    def __init__(self) -> None:
+        self.sessions: dict = {}
+        self.ids: dict = {}
+
+    @staticmethod
+    def key(lang: str, stream: Stream, method: Method) -> str | None:
+        return None if stream.talk is None else f"{lang}|{stream.talk}|{method.name}"
+
+    def remember(self, lang: str, stream: Stream, method: Method, source: str,
+                 text: str, src_lang: str) -> None:
+        from app.sessions import Session
+
+        key = self.key(lang, stream, method)
+        if key is not None:
+            session = self.sessions.setdefault(key, Session(session_id=key))
+            session.commit(source, [], True, lang, src_lang, text=text)
 
 
 def trimmed_ids(model_path: str | None, base_tokenizer: str) -> list[int] | None:
@@ -183,6 +243,7 @@ class ServerRunner:
         self.mask_k = int(args.mask_k.split(",")[0])
         self.api_key = args.api_key
         self.max_tokens = args.max_tokens
+        self.talks = TalkSessions()
 
     def check(self, methods: list[Method]) -> None:
         """Refuse, before any request, a method the HTTP API cannot carry."""
@@ -192,12 +253,16 @@ class ServerRunner:
             except NotOverHttp as exc:
                 raise UsageError(str(exc)) from None
 
-    def run(self, method: Method, stream: Stream, lang: str) -> list[dict]:
-        sid = f"eval-{uuid.uuid4().hex[:12]}"
+    def run(self, method: Method, stream: Stream, lang: str,
+            talk: TalkSettings = TalkSettings()) -> list[dict]:
+        # a talk is one server session (its finals are the context of its later streams)
+        key = self.talks.key(lang, stream, method)
+        sid = self.talks.ids.setdefault(key, f"eval-{uuid.uuid4().hex[:12]}") if key \
+            else f"eval-{uuid.uuid4().hex[:12]}"
         records = []
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         fields = http_fields(method, self.src, lang, self.max_tokens, self.mask_k,
-                             self.drafters)
+                             self.drafters, talk)
         for i, update in enumerate(stream.updates):
             body = {"model": "default", **fields,
                     "messages": [{"role": "user", "content": update.source}],
@@ -220,6 +285,8 @@ class ServerRunner:
                 "e2e_ms": (time.perf_counter() - t0) * 1000, "finish":
                     data["choices"][0]["finish_reason"], "pathology": info.get("pathology"),
                 "retried": info.get("retried"), "draft_dropped": info.get("draft_dropped"),
+                "glossary": info.get("glossary"),
+                "prompt_tokens": data["usage"]["prompt_tokens"],
             })
         return records
 
@@ -283,6 +350,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="few-shot examples in the prompt (default: the server's)")
     ap.add_argument("--max-tokens", type=int, default=256,
                     help="most tokens generated per update")
+    ap.add_argument("--context", type=checked(count, "a whole number >= 0"),
+                    default=DEFAULT_OPTIONS.context,
+                    help="earlier finals of the talk each update sees (ACL 60/60 talks from "
+                         "talk_ids.txt; other sets have one-sentence talks); a method's "
+                         "+ctxN overrides it (default: the server's)")
+    ap.add_argument("--glossary", type=Path, default=None, metavar="FILE.json",
+                    help="term lists: {LANG: {TALK_ID or '*': {source term: target "
+                         "term}}}; every method uses them (+nogloss: not), term accuracy is "
+                         "scored for every method")
+    ap.add_argument("--talk-limit", type=checked(count, "a whole number >= 0"), default=0,
+                    help="ACL 60/60: the first N sentences of every talk (0: all)")
+    ap.add_argument("--max-context-chars", type=checked(count, "a whole number >= 0"),
+                    default=2000, help="characters of context at most, as serve's")
     ap.add_argument("--server", default=None, help="evaluate a running server over HTTP")
     ap.add_argument("--api-key", default=None, help="bearer token for --server")
     ap.add_argument("--comet-checkpoint", type=Path, default=None,
@@ -308,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         display_modes = parse_modes(args.display_modes) if args.display_modes else []
     except ValueError as exc:
         ap.error(f"--display-modes: {exc}")
+    glossaries = load_glossaries(args.glossary) if args.glossary else GlossaryFile({})
     runner = None
     if not args.report_only:
         try:
@@ -327,21 +408,32 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / "run.json").write_text(json.dumps(
             {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
             indent=2))
-        done = {(r["lang"], r["stream"], r["method"]) for r in load_records(records_path)
-                if r["final"]}
+        done = {(r["lang"], r["stream"], r["method"]): r
+                for r in load_records(records_path) if r["final"]}
         todo = [(lang, s) for lang in langs for s in streams[lang]]
         with open(records_path, "a", encoding="utf-8") as out:
             for lang, stream in tqdm(todo, desc="streams", unit="stream"):
                 for method, label_runner in [
                         (replace(m, name=f"{m.name}@{label}", model=label) if label else m, r)
                         for m in methods for label, r in runners]:
-                    if (lang, stream.id, method.name) in done:
+                    glossary = glossaries.for_stream(lang, stream.talk)
+                    talk = TalkSettings(args.context, glossary, args.max_context_chars)
+                    final = done.get((lang, stream.id, method.name))
+                    if final is not None:
+                        label_runner.talks.remember(lang, stream, method, final["source"],
+                                                    final["text"], args.source_lang)
                         continue
-                    recs = label_runner.run(method, stream, lang)
+                    recs = label_runner.run(method, stream, lang, talk)
+                    opts = options_for(method, args.source_lang, lang, args.max_tokens,
+                                       talk=talk)
                     for r in recs:
                         r.update(dataset=args.dataset, source_lang=args.source_lang,
                                  lang=lang, stream=stream.id, method=method.name,
-                                 reference=stream.reference)
+                                 reference=stream.reference, talk=stream.talk,
+                                 context=opts.context, glossary_used=opts.glossary is not None)
+                        if r["final"] and glossary:  # scored for every method alike
+                            r["terms"] = [[t.source, t.target]
+                                          for t in applicable(glossary, r["source"])]
                         out.write(json.dumps(r, ensure_ascii=False) + "\n")
                     out.flush()  # a stream is written whole: resume never sees half of one
     records = load_records(records_path)
@@ -368,6 +460,9 @@ def main(argv: list[str] | None = None) -> int:
         blocks += ["\n## Table 3 layout (beta sweep)", *t3]
     if base and mask_ks:
         blocks += ["\n## Table 4 layout (mask-k)", *table4(summary, mask_ks, base)]
+    talks = whole_talks(summary)
+    if talks:
+        blocks += ["\n## Whole talks: context and glossaries", *talks]
     compared = model_comparison(summary, records)
     if compared:
         blocks += ["\n## Models compared (--compare-model)", *compared]

@@ -30,6 +30,7 @@ from app.translator import (
     TranslateOptions,
     UpdateOutcome,
     masked_tokens,
+    plan_prompt,
     translate_update,
 )
 from eval.datasets.streams import Stream
@@ -53,6 +54,10 @@ class Method:
     draft_guard: bool = DEFAULT_OPTIONS.draft_guard
     final_retry: bool = DEFAULT_OPTIONS.final_retry
     model: str = ""  # ``@NAME``: run on the model ``--compare-model NAME=PATH`` names
+    # whole talks: ``ctx<N>`` (earlier finals shown; None: the run's ``--context``) and
+    # ``gloss`` / ``nogloss`` (use the run's ``--glossary`` or not; None: use it if given)
+    context: int | None = None
+    glossary: bool | None = None
 
     @property
     def is_ar(self) -> bool:
@@ -70,6 +75,8 @@ _FLAGS: dict[str, dict] = {
     "guard": {"draft_guard": True},
     "noretry": {"final_retry": False},
     "retry": {"final_retry": True},
+    "gloss": {"glossary": True},
+    "nogloss": {"glossary": False},
 }
 
 
@@ -96,6 +103,8 @@ def _parse_spec(spec: str, item: str) -> Method:
             m = replace(m, draft_mask_k=int(flag[len("draftmask"):]))
         elif flag.startswith("finalb"):
             m = replace(m, final_beta=float(flag[len("finalb"):]))
+        elif flag.startswith("ctx") and flag[3:].isdigit():
+            m = replace(m, context=int(flag[3:]))
         else:
             raise ValueError(f"unknown method flag {flag!r}")
     return m
@@ -105,40 +114,60 @@ def parse_methods(spec: str) -> list[Method]:
     return [parse_method(x) for x in spec.split(",") if x.strip()]
 
 
+@dataclass(frozen=True)
+class TalkSettings:
+    """What a run gives every method about whole talks: the default context (``--context``),
+    the glossary of the stream's talk (``--glossary``) and the server's context bound."""
+
+    context: int = DEFAULT_OPTIONS.context
+    glossary: dict[str, str] | None = None
+    max_context_chars: int = 2000
+
+
 def run_stream(engine: Engine, fmt: PromptFormat, method: Method, stream: Stream,
                src_lang: str, tgt_lang: str, chain: object | None, newline_token: int,
-               max_tokens: int = 256, seed: int | None = None) -> list[dict]:
+               max_tokens: int = 256, seed: int | None = None,
+               session: Session | None = None,
+               talk: TalkSettings = TalkSettings()) -> list[dict]:
     """Translate every update of one stream with one method; one record per update.
 
     The stream is one ``Session``, as on the server: its ``plan_draft`` is every update's
     draft (AR ignores it) and ``commit`` makes the output the next one (a final ends the
-    segment), so the harness measures the server's draft lifecycle, not a copy of it.
+    segment), so the harness measures the server's draft lifecycle, not a copy of it. A
+    talk's streams share one ``session`` (its finals are the next streams' context); the
+    prompt is made by ``plan_prompt``, as the server makes it.
     """
-    session = Session(session_id=f"eval-{stream.id}")
+    session = session or Session(session_id=f"eval-{stream.id}")
     records = []
     for i, update in enumerate(stream.updates):
         opts = options_for(method, src_lang, tgt_lang, max_tokens,
-                        None if seed is None else seed + i)
+                           None if seed is None else seed + i, talk)
         plan = DraftPlan() if method.is_ar else session.plan_draft(tgt_lang, src_lang)
+        prompt = plan_prompt(fmt, update.source, opts,
+                             session.context(tgt_lang, src_lang, opts.context),
+                             update.is_final, talk.max_context_chars)
         out = translate_update(
-            engine, fmt.translation(update.source, src_lang, tgt_lang), opts, update.is_final,
+            engine, prompt.prompt, opts, update.is_final,
             draft_tokens=plan.tokens,
             chain=chain if method.drafters else None,
             extra_draft=[newline_token] if (method.stop_draft and plan.tokens) else None,
-            draft_agreed=plan.agreed, examples=fmt.examples(src_lang, tgt_lang),
-            retry_prompt=fmt.retry_translation(update.source, src_lang, tgt_lang)
-            if update.is_final else None,
+            draft_agreed=plan.agreed, examples=prompt.examples, retry_prompt=prompt.retry,
+            terms=prompt.terms,
         )
-        session.commit(update.source, out.draft, update.is_final, tgt_lang, src_lang, seq=i)
+        session.commit(update.source, out.draft, update.is_final, tgt_lang, src_lang, seq=i,
+                       text=out.result.text.strip())
         records.append({"update": i, "source": update.source,
                         "read": len(update.source.split()), "t": update.t,
-                        "final": update.is_final, **update_record(out)})
+                        "final": update.is_final, **update_record(out),
+                        "glossary": None if opts.glossary is None else {
+                            "applied": len(out.terms), "missed": out.missed}})
     return records
 
 
 def options_for(method: Method, src_lang: str, tgt_lang: str, max_tokens: int,
-                seed: int | None = None) -> TranslateOptions:
+                seed: int | None = None, talk: TalkSettings = TalkSettings()) -> TranslateOptions:
     """The one mapping from an eval method to the engine's options for one update."""
+    use_glossary = method.glossary if method.glossary is not None else True
     return TranslateOptions(
         source_lang=src_lang, target_lang=tgt_lang, beta=method.beta or 0.0,
         mask_k=method.draft_mask_k, mask_mode="draft" if method.draft_mask_k else "display",
@@ -146,6 +175,8 @@ def options_for(method: Method, src_lang: str, tgt_lang: str, max_tokens: int,
         temperature=method.temperature, seed=seed,
         bias_scope=method.bias_scope, final_beta=method.final_beta,
         draft_guard=method.draft_guard, final_retry=method.final_retry,
+        context=talk.context if method.context is None else method.context,
+        glossary=talk.glossary if use_glossary else None,
     )
 
 
@@ -154,7 +185,8 @@ class NotOverHttp(ValueError):
 
 
 def http_fields(method: Method, src_lang: str, tgt_lang: str, max_tokens: int,
-                display_mask_k: int, drafters: list[str] | None) -> dict:
+                display_mask_k: int, drafters: list[str] | None,
+                talk: TalkSettings = TalkSettings()) -> dict:
     """The chat-completions fields (API.md) that make a server translate an update with
     ``method``'s options: the same ``options_for`` the in-process runner uses, spelled as
     HTTP. ``drafters``: the run's drafters after "previous" (None: the server's default).
@@ -162,7 +194,7 @@ def http_fields(method: Method, src_lang: str, tgt_lang: str, max_tokens: int,
     Options the API has no field for (the unbiased draft tail, the stop-draft newline) are
     refused by name rather than dropped: dropped, ``eval --server`` measured plain SSBD under
     those methods' names."""
-    opts = options_for(method, src_lang, tgt_lang, max_tokens)
+    opts = options_for(method, src_lang, tgt_lang, max_tokens, talk=talk)
     missing = []
     if opts.unbiased_tail != DEFAULT_OPTIONS.unbiased_tail and not method.stop_draft:
         missing.append("biastail (the draft tail's bias)")
@@ -176,7 +208,10 @@ def http_fields(method: Method, src_lang: str, tgt_lang: str, max_tokens: int,
               "mask_k": opts.mask_k if opts.mask_mode == "draft" else display_mask_k,
               "bias_scope": opts.bias_scope, "final_beta": opts.final_beta,
               "draft_guard": opts.draft_guard, "final_retry": opts.final_retry,
-              "temperature": opts.temperature, "max_tokens": opts.max_tokens}
+              "temperature": opts.temperature, "max_tokens": opts.max_tokens,
+              "context": opts.context}
+    if opts.glossary is not None:
+        fields["glossary"] = opts.glossary
     if method.is_ar:
         fields["drafters"] = []
     elif not method.drafters:
@@ -200,7 +235,7 @@ def update_record(out: UpdateOutcome) -> dict:
         "drafted": drafts.total_proposed, "accepted": drafts.total_accepted,
         "ssbd_drafted": drafts.ssbd_proposed, "ssbd_accepted": drafts.ssbd_accepted,
         "by_drafter": drafts.drafters(), "drafts": drafts.as_dict(),
-        "forward_passes": result.forward_passes,
+        "forward_passes": result.forward_passes, "prompt_tokens": result.prompt_tokens,
         "decode_ms": round(result.decode_ms, 3), "prompt_ms": round(result.prompt_ms, 3),
         "finish": result.finish_reason, "pathology": out.pathology,
         "retried": out.retried, "retry_ms": round(out.retry_ms, 3),

@@ -20,6 +20,7 @@ from eval.metrics.erasure import NormalizedErasure, ne_unit
 from eval.metrics.latency import LAAL
 from eval.metrics.quality import Bleu, ChrF
 from eval.metrics.speed import final_caption_ms, speed, speedup
+from eval.metrics.terms import TermAccuracy
 from eval.tables import Block, Table
 
 
@@ -135,6 +136,7 @@ def summarize(records: list[dict], mask_ks: list[int], detokenize: Callable | No
                                       [recs[-1].get("reference") for recs in stream_list]
                                       ).score,
             "final_words": sum(len(f.split()) for f in finals),
+            **talk_metrics(stream_list),
             **pathology_counts(stream_list),
             "drafts": draft_totals(flat),
         }
@@ -195,6 +197,48 @@ def pathology_listing(summary: dict) -> str:
 
 def _groups(summary: dict) -> list[tuple[str, str]]:
     return sorted({(r["dataset"], r["lang"]) for r in summary.values()})
+
+
+def talk_metrics(stream_list: list[list[dict]]) -> dict:
+    """Whole-talk figures of one method: term accuracy of its finals (over the terms the
+    run's glossary applies to them), its context and glossary use, and the mean prompt
+    length per update (what context and terms cost the prefill)."""
+    finals = [recs[-1] for recs in stream_list]
+    scored = [(r["source"], r["text"], r["terms"]) for r in finals if r.get("terms")]
+    terms = TermAccuracy()
+    score = terms.corpus_score(scored)
+    prompts = [r["prompt_tokens"] for recs in stream_list for r in recs if "prompt_tokens" in r]
+    return {
+        "term_accuracy": score.score, "term_note": score.note, "term_signature": terms.signature,
+        "context": finals[0].get("context"), "glossary_used": finals[0].get("glossary_used"),
+        "prompt_tokens_mean": sum(prompts) / len(prompts) if prompts else None,
+    }
+
+
+def whole_talks(summary: dict) -> list[Block]:
+    """Context and glossaries side by side: quality, term accuracy, speed and prompt
+    length per method (only for runs that used either)."""
+    rows = [r for r in summary.values() if r.get("context") or r.get("glossary_used")
+            or r.get("term_accuracy") is not None]
+    if not rows:
+        return []
+    blocks: list[Block] = []
+    for lang in sorted({r["lang"] for r in rows}):
+        group = [r for r in summary.values() if r["lang"] == lang]
+        t = Table(["Method", "context", "glossary", "chrF", "term accuracy", "decode s",
+                   "Speedup", "prompt tokens / update", "pathological finals"],
+                  title=direction(group[0]["source_lang"], lang))
+        for r in group:
+            acc = r.get("term_accuracy")
+            t.add(r["method"], r.get("context") or 0, "yes" if r.get("glossary_used") else "no",
+                  _fmt(r["chrF"]), "-" if acc is None else f"{acc:.3f} ({r['term_note']})",
+                  f"{r['decode_s']:.1f}", _fmt(r["speedup"]),
+                  _fmt(r.get("prompt_tokens_mean")), pathology_cell(r))
+        blocks.append(t)
+    sig = next((r["term_signature"] for r in rows if r.get("term_signature")), None)
+    if sig:
+        blocks.append(f"\nSignature: {sig}")
+    return blocks
 
 
 def table2(summary: dict, mask_k: int) -> list[Block]:

@@ -22,6 +22,9 @@ class Stream:
     id: str
     updates: list[Update]
     reference: str | None = None
+    # the talk a sentence belongs to (ACL 60/60 ``talk_ids.txt``): with ``context``, a
+    # talk's streams are one session, its earlier finals the context of the later ones
+    talk: str | None = None
 
 
 def lag_k_stream(sentence: str, k: int = 3) -> list[Update]:

@@ -36,6 +36,8 @@ HTTP_OPTIONS = {
     "seed": (7, "seed", 7),
     "stop": (["###"], "stop", ("###",)),
     "max_tokens": (17, "max_tokens", 17),
+    "context": (3, "context", 3),
+    "glossary": ({"morning": "Morgen"}, "glossary", {"morning": "Morgen"}),
 }
 START_OPTIONS = {
     "source_lang": ("en", "source_lang", "en"),
@@ -47,6 +49,8 @@ START_OPTIONS = {
     "draft_guard": (True, "draft_guard", True),
     "final_retry": (False, "final_retry", False),
     "drafters": (["previous", "ngram"], "drafters", ["previous", "ngram"]),
+    "context": (3, "context", 3),
+    "glossary": ({"morning": "Morgen"}, "glossary", {"morning": "Morgen"}),
 }
 SERVER_SET = {"max_tokens"}  # the WebSocket's updates are bounded by --max-new-tokens
 
@@ -162,3 +166,19 @@ def test_eval_over_http_refuses_what_the_api_cannot_carry(name) -> None:
                                     drafters="", mask_k="3", api_key=None, max_tokens=64))
     with pytest.raises(UsageError, match="run it in process"):
         runner.check([parse_method("ar"), parse_method(name)])
+
+
+def test_eval_carries_context_and_glossary_in_process_and_over_http() -> None:
+    from eval.methods import TalkSettings
+
+    talk = TalkSettings(context=3, glossary={"model": "Modell"})
+    for name, context, glossary in (("ssbd-b0.2", 3, {"model": "Modell"}),
+                                    ("ssbd-b0.2+ctx1+nogloss", 1, None)):
+        method = parse_method(name)
+        expected = options_for(method, "en", "de", 64, talk=talk)
+        assert (expected.context, expected.glossary) == (context, glossary)
+        sent = http_fields(method, "en", "de", 64, 3, None, talk)
+        got = ChatCompletionRequest.model_validate(
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], **sent}
+        ).translate_options("en", "de", 64)
+        assert (got.context, got.glossary) == (context, glossary)
