@@ -66,6 +66,10 @@ class TranslateOptions:
     # finals the model sees before the source, and the organiser's term list.
     context: int = 0
     glossary: dict[str, str] | None = None
+    # How a glossary is made to hold (measured in README "Context and glossaries"; not a
+    # request field): its entries shown as data in the prompt, target terms drafted where
+    # the model begins them, a final that misses one decoded once more.
+    glossary_steps: tuple[str, ...] = ("prompt", "draft", "repair")
 
     def uses(self, name: str) -> bool:
         return self.drafters is None or name in self.drafters
@@ -241,7 +245,7 @@ def translate_update(
         bias_limit = len(draft) if not opts.unbiased_tail else bias_limit
     terms = terms or []
     drafter_beta = None
-    if terms:
+    if terms and "draft" in opts.glossary_steps:
         chain = with_glossary(chain, [GlossaryContinuation(
             [t.target for t in terms], _no_bos(rt), rt.detokenize)], opts.draft_budget)
         drafter_beta = {GlossaryContinuation.name: GLOSSARY_BETA}
@@ -259,7 +263,8 @@ def translate_update(
     if repairable and pathology == "loop" and opts.final_retry:
         result, cut = cut_loop(result, ran_away(result, opts, cap))
     missing = missed(terms, result.text)
-    if repairable and missing and pathology is None and opts.final_retry:
+    if repairable and missing and pathology is None and opts.final_retry and \
+            "repair" in opts.glossary_steps:
         retried = retried or "glossary_miss"
         result, missing, extra_ms = _repair_terms(engine, result, prompt, opts, terms,
                                                   missing, examples, cancel, cap)
@@ -410,7 +415,7 @@ def plan_prompt(fmt: PromptFormat, source: str, opts: TranslateOptions,
     entries that apply to ``source``, both as data before it."""
     pairs = bounded_context(context, opts.context, max_context_chars)
     terms = applicable(opts.glossary, source)
-    shown = [(t.source, t.target) for t in terms]
+    shown = [(t.source, t.target) for t in terms] if "prompt" in opts.glossary_steps else []
     src, tgt = opts.source_lang, opts.target_lang
     return PromptPlan(
         prompt=fmt.translation(source, src, tgt, context=pairs, terms=shown),

@@ -58,6 +58,7 @@ class Method:
     # ``gloss`` / ``nogloss`` (use the run's ``--glossary`` or not; None: use it if given)
     context: int | None = None
     glossary: bool | None = None
+    glossary_steps: tuple[str, ...] = DEFAULT_OPTIONS.glossary_steps
 
     @property
     def is_ar(self) -> bool:
@@ -77,6 +78,10 @@ _FLAGS: dict[str, dict] = {
     "retry": {"final_retry": True},
     "gloss": {"glossary": True},
     "nogloss": {"glossary": False},
+    # how the glossary is made to hold (``TranslateOptions.glossary_steps``)
+    "glprompt": {"glossary_steps": ("prompt",)},
+    "gldraft": {"glossary_steps": ("prompt", "draft")},
+    "glnoprompt": {"glossary_steps": ("draft", "repair")},
 }
 
 
@@ -177,6 +182,7 @@ def options_for(method: Method, src_lang: str, tgt_lang: str, max_tokens: int,
         draft_guard=method.draft_guard, final_retry=method.final_retry,
         context=talk.context if method.context is None else method.context,
         glossary=talk.glossary if use_glossary else None,
+        glossary_steps=method.glossary_steps,
     )
 
 
@@ -200,6 +206,8 @@ def http_fields(method: Method, src_lang: str, tgt_lang: str, max_tokens: int,
         missing.append("biastail (the draft tail's bias)")
     if method.stop_draft:
         missing.append("stopdraft (the newline after the draft)")
+    if opts.glossary_steps != DEFAULT_OPTIONS.glossary_steps:
+        missing.append("glprompt/gldraft/glnoprompt (how a glossary is enforced)")
     if missing:
         raise NotOverHttp(f"{method.name}: the HTTP API has no field for "
                           f"{' or '.join(missing)}; run it in process (without --server)")
