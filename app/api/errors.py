@@ -108,7 +108,8 @@ def validation_error(exc: RequestValidationError) -> APIError:
              [{"loc": (), "msg": "invalid request", "type": ""}])[0]
     param = _param_of(tuple(first.get("loc", ())))
     kind = first.get("type", "")
-    msg = first.get("msg", "invalid request")
+    # pydantic prefixes a validator's own sentence with "Value error, "; ours stand alone
+    msg = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
     if kind == UNSUPPORTED_PARAMETER:  # raised before field validation: the name is in ctx
         param = str((first.get("ctx") or {}).get("param") or "") or None
         return APIError(400, f"{msg}.", param=param, code="unsupported_parameter")

@@ -111,7 +111,8 @@ def _refusal(exc: ValidationError) -> Refusal:
     loc = [str(p) for p in err.get("loc", ())]
     param = safe_echo(loc[0]) if loc else None
     where = safe_echo(".".join(loc))
-    message = f"{where}: {safe_echo(err.get('msg'), 200)}" if where else safe_echo(err.get("msg"))
+    text = str(err.get("msg", "")).removeprefix("Value error, ")  # pydantic's prefix
+    message = f"{where}: {safe_echo(text, 200)}" if where else safe_echo(text)
     literal = err.get("type") == "literal_error"
     code = _CODES.get(loc[0], "invalid_message") if loc and literal else "invalid_message"
     if loc and loc[0] == "sample_rate":
