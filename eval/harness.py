@@ -460,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         blocks += ["\n## Table 3 layout (beta sweep)", *t3]
     if base and mask_ks:
         blocks += ["\n## Table 4 layout (mask-k)", *table4(summary, mask_ks, base)]
-    talks = whole_talks(summary)
+    talks = whole_talks(summary, records)
     if talks:
         blocks += ["\n## Whole talks: context and glossaries", *talks]
     compared = model_comparison(summary, records)

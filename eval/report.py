@@ -18,7 +18,7 @@ from eval.metrics.acceptance import acceptance
 from eval.metrics.comet import Comet
 from eval.metrics.erasure import NormalizedErasure, ne_unit
 from eval.metrics.latency import LAAL
-from eval.metrics.quality import Bleu, ChrF
+from eval.metrics.quality import Bleu, ChrF, paired_chrf_difference
 from eval.metrics.speed import final_caption_ms, speed, speedup
 from eval.metrics.terms import TermAccuracy
 from eval.tables import Block, Table
@@ -215,9 +215,24 @@ def talk_metrics(stream_list: list[list[dict]]) -> dict:
     }
 
 
-def whole_talks(summary: dict) -> list[Block]:
-    """Context and glossaries side by side: quality, term accuracy, speed and prompt
-    length per method (only for runs that used either)."""
+def talk_base(group: list[dict]) -> dict | None:
+    """The row every other is compared with in the whole-talks table: SSBD with neither
+    context nor the glossary (else AR without them)."""
+    plain = [r for r in group if not r.get("context") and not r.get("glossary_used")
+             and not r.get("model")]
+    return next((r for r in plain if r["beta"] is not None), plain[0] if plain else None)
+
+
+def final_texts(records: list[dict], lang: str, method: str) -> dict[str, tuple[str, str]]:
+    """stream -> (final text, reference) of one method."""
+    return {r["stream"]: (r["text"], r.get("reference") or "") for r in records
+            if r["final"] and r["lang"] == lang and r["method"] == method}
+
+
+def whole_talks(summary: dict, records: list[dict]) -> list[Block]:
+    """Context and glossaries side by side: quality (with chrF's paired-bootstrap
+    difference against the plain method), term accuracy, speed and prompt length per
+    method (only for runs that used either)."""
     rows = [r for r in summary.values() if r.get("context") or r.get("glossary_used")
             or r.get("term_accuracy") is not None]
     if not rows:
@@ -225,13 +240,18 @@ def whole_talks(summary: dict) -> list[Block]:
     blocks: list[Block] = []
     for lang in sorted({r["lang"] for r in rows}):
         group = [r for r in summary.values() if r["lang"] == lang]
-        t = Table(["Method", "context", "glossary", "chrF", "term accuracy", "decode s",
-                   "Speedup", "prompt tokens / update", "pathological finals"],
+        base = talk_base(group)
+        t = Table(["Method", "context", "glossary", "chrF",
+                   f"chrF Δ vs {base['method'] if base else '-'} [95% CI]", "term accuracy",
+                   "decode s", "Speedup", "prompt tokens / update", "pathological finals"],
                   title=direction(group[0]["source_lang"], lang))
+        base_finals = final_texts(records, lang, base["method"]) if base else {}
         for r in group:
             acc = r.get("term_accuracy")
             t.add(r["method"], r.get("context") or 0, "yes" if r.get("glossary_used") else "no",
-                  _fmt(r["chrF"]), "-" if acc is None else f"{acc:.3f} ({r['term_note']})",
+                  _fmt(r["chrF"]), "-" if r is base else _delta_cell(
+                      base_finals, final_texts(records, lang, r["method"])),
+                  "-" if acc is None else f"{acc:.3f} ({r['term_note']})",
                   f"{r['decode_s']:.1f}", _fmt(r["speedup"]),
                   _fmt(r.get("prompt_tokens_mean")), pathology_cell(r))
         blocks.append(t)
@@ -239,6 +259,17 @@ def whole_talks(summary: dict) -> list[Block]:
     if sig:
         blocks.append(f"\nSignature: {sig}")
     return blocks
+
+
+def _delta_cell(base: dict[str, tuple[str, str]], other: dict[str, tuple[str, str]]) -> str:
+    """chrF(other) - chrF(base) over the streams both finished, with its interval."""
+    common = sorted(set(base) & set(other), key=_stream_key)
+    refs = [base[s][1] for s in common]
+    if not common or not all(refs):
+        return "-"
+    delta, low, high = paired_chrf_difference([base[s][0] for s in common],
+                                              [other[s][0] for s in common], refs)
+    return f"{delta:+.1f} [{low:+.1f}, {high:+.1f}]"
 
 
 def table2(summary: dict, mask_k: int) -> list[Block]:
