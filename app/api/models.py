@@ -63,6 +63,13 @@ async def live_page() -> FileResponse:
     return FileResponse(_STATIC / "live.html", media_type="text/html")
 
 
+@router.get("/live/mic-worklet.js", include_in_schema=False)
+async def mic_worklet() -> FileResponse:
+    """The operator page's microphone: an AudioWorklet that turns the capture into 16 kHz
+    16-bit PCM chunks for ``/v1/live`` (API.md "Speech in")."""
+    return FileResponse(_STATIC / "mic-worklet.js", media_type="text/javascript")
+
+
 @router.get("/watch", include_in_schema=False)
 async def watch_page() -> FileResponse:
     """The audience's caption screen (plain HTML + JS, talks to ``/v1/live/watch``; the room
