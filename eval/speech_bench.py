@@ -9,7 +9,7 @@ leading and trailing silence, is laid end to end with 1 s of silence after each 
 so where every sentence ends in the audio is known. Each recogniser hears that talk in
 100 ms chunks (``--chunk-ms``): Whisper as the server runs it (``StreamingWhisper``, its
 defaults), PocketSphinx as ``livetrans caption --asr pocketsphinx`` does
-(``clients.audio.Recognizer``); a fresh stream per talk, one Whisper model for all.
+(``app.speech.pocketsphinx.Recognizer``); a fresh stream per talk, one Whisper model for all.
 
 Latency runs on a *virtual real-time clock* rather than the wall clock, so it is what a
 live speaker would see, yet needs no sleeping and no quiet machine: chunk i becomes
@@ -59,10 +59,10 @@ import numpy as np
 from tqdm import tqdm
 
 from app.speech.model_files import SpeechModelError
-from app.speech.resample import RATE
+from app.speech.pocketsphinx import Recognizer, load_pocketsphinx
+from app.speech.resample import RATE, to_pcm16
 from app.speech.whisper_stream import StreamingWhisper, load_whisper
 from app.usage import PlainHelp, UsageError, comma_list, positive_int
-from clients.audio import Recognizer, load_pocketsphinx, to_pcm16
 from eval.datasets.acl6060 import read_acl
 from eval.datasets.flores import read_flores
 from eval.metrics.speed import percentile
@@ -337,12 +337,16 @@ def _whisper_model(folder: Path | None, threads: int) -> Any:
 def engine_cost(talk: Talk, speakers: list[int], args: argparse.Namespace) -> list[dict]:
     """One server; per entry of ``speakers``, a text speaker beside that many audio
     speakers streaming ``talk`` (``eval.speech_cost.cost_run``), in one run."""
-    from clients.asr_file import load_utterances
+    from eval.datasets.aligned import DatasetNotFoundError
+    from eval.datasets.asr_partials import read_asr_streams
     from eval.local_server import LocalServer
 
     if min(speakers) < 0:
         raise UsageError("--speakers takes whole numbers >= 0")
-    utterances = load_utterances(args.asr_file, len(talk.sentences), "--asr-file")
+    try:
+        utterances = read_asr_streams(args.asr_file, len(talk.sentences))
+    except DatasetNotFoundError as exc:
+        raise UsageError(str(exc)) from None
     wer = WordErrorRate()
     out = []
     with LocalServer(model=args.model, n_threads=args.n_threads, asr_model=args.asr_model

@@ -34,6 +34,7 @@ import numpy as np
 import websockets
 
 from app.speech.resample import RATE, Resampler
+from eval.datasets.streams import Stream
 from eval.tables import Table
 
 FRAME_S = 0.2  # an audio speaker's frame, sent in real time
@@ -119,7 +120,7 @@ async def audio_speaker(url: str, talk: Talk, lang: str, log: SpeakerLog) -> Non
     log.latencies_s = match_ends(arrivals, talk.ends_s)
 
 
-async def text_speaker(url: str, utterances: list[dict], lang: str, log: SpeakerLog) -> None:
+async def text_speaker(url: str, utterances: list[Stream], lang: str, log: SpeakerLog) -> None:
     """Replay recorded ASR updates at their own pace; time each final to its caption."""
     async with websockets.connect(url, max_size=None) as ws:
         await ws.send(json.dumps({"type": "start", "target_lang": lang}))
@@ -142,13 +143,12 @@ async def text_speaker(url: str, utterances: list[dict], lang: str, log: Speaker
         receiver = asyncio.create_task(receive())
         for seg, utterance in enumerate(utterances):
             begun = time.perf_counter()
-            for ev in utterance["events"]:
-                await asyncio.sleep(max(0.0, begun + float(ev.get("t", 0.0))
-                                        - time.perf_counter()))
-                if ev["type"] == "final":
+            for update in utterance.updates:
+                await asyncio.sleep(max(0.0, begun + (update.t or 0.0) - time.perf_counter()))
+                if update.is_final:
                     sent[seg] = time.perf_counter()
-                await ws.send(json.dumps({"type": ev["type"], "segment": seg,
-                                          "text": ev["text"]}))
+                await ws.send(json.dumps({"type": "final" if update.is_final else "partial",
+                                          "segment": seg, "text": update.source}))
         await ws.send(json.dumps({"type": "stop"}))
         await receiver
 
@@ -193,7 +193,7 @@ def _metric(server: Any, name: str) -> float:
     return server.state.metrics.registry.get_sample_value(name) or 0.0
 
 
-def cost_run(server: Any, talk: Talk, utterances: list[dict], speakers: int,
+def cost_run(server: Any, talk: Talk, utterances: list[Stream], speakers: int,
              lang: str = "de") -> CostRun:
     """One text speaker and ``speakers`` audio speakers at once, on ``server``."""
     url = server.url.replace("http://", "ws://") + "/v1/live"

@@ -70,3 +70,8 @@ class Resampler:
         self._buf = buf[keep_from - self._buf_start:]
         self._buf_start = keep_from
         return out
+
+
+def to_pcm16(samples: np.ndarray) -> bytes:
+    """Floats on the int16 scale as 16-bit little-endian PCM (clipped, rounded)."""
+    return np.clip(np.round(samples), -32768, 32767).astype("<i2").tobytes()

@@ -2,7 +2,7 @@
 
 Recognisers disagree on everything but the words: Whisper writes ``Dr. Smith's 9:30 talk.``
 with capitals and punctuation, PocketSphinx ``doctor smith's nine thirty talk`` in lower
-case (``clients.audio.tidy`` adds a capital and a full stop). So both sides are normalised
+case (``app.speech.pocketsphinx.tidy`` adds a capital and a full stop). So both sides are normalised
 alike before they are compared (``normalise``): Unicode NFKC, lower case, typographic
 apostrophes made plain, hyphens, dashes and slashes made spaces (``ninety-five`` is two
 words, as PocketSphinx writes it), then every character that is not a letter, a digit or an

@@ -25,12 +25,9 @@ from clients.audio import (
     RATE,
     WavReader,
     downmix,
-    load_pocketsphinx,
     open_audio,
     paced,
     rechunk,
-    tidy,
-    to_pcm16,
     wav_pcm_blocks,
 )
 from tests.app.test_cli import _one_line_error as assert_one_line_error
@@ -176,11 +173,6 @@ def test_wav_to_16k_pcm_blocks(tmp_path) -> None:
     assert abs(len(x) - RATE) <= 2 and abs(dominant_hz(x, RATE) - 440) <= 2
 
 
-def test_to_pcm16_clips_and_rounds() -> None:
-    got = np.frombuffer(to_pcm16(np.array([0.4, 0.6, -40000.0, 40000.0])), dtype="<i2")
-    assert got.tolist() == [0, 1, -32768, 32767]
-
-
 def test_rechunk_gives_exact_chunks_of_whole_samples() -> None:
     blocks = [b"\x01" * 7, b"\x02" * 500, b"", b"\x03" * 94]  # 601 bytes
     chunks = list(rechunk(blocks, 200))
@@ -194,21 +186,7 @@ def test_paced_passes_chunks_through_unchanged() -> None:
     assert list(paced(chunks, 1000.0)) == chunks
 
 
-def test_tidy_reads_as_a_caption() -> None:
-    assert tidy("i think i'm here", final=False) == "I think I'm here"
-    assert tidy("i think i'm here", final=True) == "I think I'm here."
-    assert tidy("", final=True) == ""
-    # a partial is a prefix of its final
-    assert tidy("so we talk", final=True).startswith(tidy("so we talk", final=False))
-
-
 # --- the recogniser ------------------------------------------------------------------------
-
-def test_missing_pocketsphinx_is_one_line_with_the_fix(monkeypatch) -> None:
-    monkeypatch.setitem(sys.modules, "pocketsphinx", None)  # import fails
-    with pytest.raises(UsageError, match=r"pip install 'livetrans\[audio\]'"):
-        load_pocketsphinx()
-
 
 def test_silence_and_noise_give_no_updates(tmp_path) -> None:
     pytest.importorskip("pocketsphinx")

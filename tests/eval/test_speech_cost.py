@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
+from eval.datasets.asr_partials import read_asr_streams
 from eval.speech_bench import PAUSE_S, compose
 from eval.speech_cost import cost_run, cost_table, match_ends
 from tests.speech import ESPEAK, SENTENCES, wer
@@ -22,8 +21,7 @@ def test_each_final_answers_the_earliest_sentence_that_ended_before_it() -> None
 def test_one_audio_speaker_beside_a_text_speaker(live_server, data_dir) -> None:
     talk = compose("test", SENTENCES[:1])
     assert talk.seconds == pytest.approx(talk.ends_s[0] + PAUSE_S, abs=0.01)
-    path = data_dir / "asr_partials" / "flores200_dev_en.jsonl"
-    utterances = [json.loads(path.read_text().splitlines()[0])]
+    utterances = read_asr_streams(data_dir / "asr_partials" / "flores200_dev_en.jsonl", 1)
     run = cost_run(live_server, talk, utterances, speakers=1)
     summary = run.summary(lambda sources: wer(" ".join(talk.sentences), " ".join(sources)))
     assert summary["text_finals"] == 1 and summary["audio_finals"] == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.speech.resample import RATE, Resampler
+from app.speech.resample import RATE, Resampler, to_pcm16
 from tests.clients.test_audio import dominant_hz, tone
 
 
@@ -33,3 +33,8 @@ def test_resampling_in_blocks_equals_all_at_once(rate) -> None:
     cuts = np.sort(np.random.default_rng(1).choice(np.arange(1, len(x)), 40, replace=False))
     parts = [r.process(p) for p in np.split(x, cuts)]
     assert np.allclose(np.concatenate(parts), whole)
+
+
+def test_to_pcm16_clips_and_rounds() -> None:
+    got = np.frombuffer(to_pcm16(np.array([0.4, 0.6, -40000.0, 40000.0])), dtype="<i2")
+    assert got.tolist() == [0, 1, -32768, 32767]
