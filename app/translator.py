@@ -263,12 +263,15 @@ def translate_update(
     if repairable and pathology == "loop" and opts.final_retry:
         result, cut = cut_loop(result, ran_away(result, opts, cap))
     missing = missed(terms, result.text)
-    if repairable and missing and pathology is None and opts.final_retry and \
-            "repair" in opts.glossary_steps:
+    if repairable and missing and opts.final_retry and "repair" in opts.glossary_steps:
+        # also for a final that is still a copy or a loop: a repair that is clean and
+        # misses fewer terms is a better final on both counts
         retried = retried or "glossary_miss"
-        result, missing, extra_ms = _repair_terms(engine, result, prompt, opts, terms,
-                                                  missing, examples, cancel, cap)
+        repaired, still, extra_ms = _repair_terms(engine, result, retry_prompt or prompt,
+                                                  opts, terms, missing, examples, cancel, cap)
         retry_ms += extra_ms
+        if repaired is not result:  # kept: clean, and fewer terms missed
+            result, missing, pathology, cut = repaired, still, None, False
     if is_final and missing and pathology is None:
         pathology = "glossary_miss"
     shown = masked_tokens(result.tokens, opts.mask_k, is_final)
@@ -299,10 +302,11 @@ def _repair_terms(engine: Engine, first: GenerationResult, prompt: TranslationPr
                   missing: list[str], examples: list[tuple[str, str]] | None,
                   cancel: threading.Event | None,
                   cap: int) -> tuple[GenerationResult, list[str], float]:
-    """A final that missed glossary terms, decoded once more: from scratch, unbiased
-    except for the terms, which are proposed wherever the model may begin them
-    (``GlossaryStart``) and completed once begun. Kept when it is clean and misses fewer
-    terms; returns the result to keep, the terms it misses and what the repair cost."""
+    """A final that missed glossary terms, decoded once more with ``prompt`` (the stronger
+    retry prompt, where there is one): from scratch, unbiased except for the terms, which
+    are proposed wherever the model may begin them (``GlossaryStart``) and completed once
+    begun. Kept when it is clean and misses fewer terms; returns the result to keep (``first``
+    itself when the repair is not kept), the terms it misses and what the repair cost."""
     rt = engine.rt
     wanted = [term.target for term in terms if term.source in missing]
     chain = DrafterChain([
