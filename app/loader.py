@@ -14,7 +14,7 @@ from pathlib import Path
 
 from app.engine.runtime import LlamaRuntime, RuntimeConfig
 from app.engine.vocab import LlamaVocab
-from app.model_files import resolve_model_path
+from app.model_files import ModelFileError, resolve_model_path
 from app.prompts import (
     ChatTemplateFormat,
     PromptFormat,
@@ -68,11 +68,15 @@ def load_model(settings: ModelSettings | None = None, **overrides: object) -> Lo
         n_gpu_layers=settings.n_gpu_layers, verbose=settings.verbose_llama,
         n_seq=settings.parallel,
     ))
-    fmt = choose_prompt_format(
-        runtime.chat_template(),
-        bos_token="<bos>" if runtime.bos_token >= 0 else "",
-        force=settings.prompt_format,
-    )
+    try:
+        fmt = choose_prompt_format(
+            runtime.chat_template(),
+            bos_token="<bos>" if runtime.bos_token >= 0 else "",
+            force=settings.prompt_format,
+        )
+    except ValueError as exc:
+        runtime.close()
+        raise ModelFileError(f"{path.name}: {exc}") from None
     return LoadedModel(path=path, runtime=runtime, prompt_format=fmt)
 
 

@@ -375,8 +375,12 @@ def choose_prompt_format(
     Gemma 3 *base* GGUFs also carry a chat template, so ``force`` lets the caller override;
     the engine forces few-shot for models whose name says they are base models.
     """
+    if force not in (None, "few-shot", "chat-template"):
+        raise ValueError(f"unknown prompt format {force!r}")
+    if force == "chat-template" and not chat_template:
+        # silently falling back would make a chat-template measurement a few-shot one
+        raise ValueError("prompt format 'chat-template' asked for, but the model carries no "
+                         "chat template: use 'few-shot' or a model with one")
     if force == "few-shot" or not chat_template:
         return FewShotFormat()
-    if force not in (None, "chat-template"):
-        raise ValueError(f"unknown prompt format {force!r}")
     return ChatTemplateFormat(template=chat_template, bos_token=bos_token, eos_token=eos_token)

@@ -36,6 +36,8 @@ def test_format_choice() -> None:
     assert choose_prompt_format(None).name == "few-shot"
     assert choose_prompt_format("{{ messages }}").name == "chat-template"
     assert choose_prompt_format("{{ messages }}", force="few-shot").name == "few-shot"
+    with pytest.raises(ValueError, match="no chat template"):
+        choose_prompt_format(None, force="chat-template")  # never a silent few-shot
 
 
 def test_user_text_is_a_user_part_and_labels_are_neutralised() -> None:

@@ -12,7 +12,7 @@ from app.api.live_pipeline import FanOut, LanguagePipeline
 from app.api.live_queue import Update
 from app.engine.engine import GenerationResult
 from app.sessions import Session
-from app.translator import TranslateOptions
+from app.translator import TranslateOptions, TranslationOutcome
 
 
 class FakeTranslator:
@@ -25,7 +25,7 @@ class FakeTranslator:
         self.calls: list[tuple[str, str, bool]] = []
 
     async def translate(self, text, opts, *, session, is_final, cancel: threading.Event,  # noqa: ANN001
-                        started: threading.Event, **_) -> SimpleNamespace:
+                        started: threading.Event, **_) -> TranslationOutcome:
         self.calls.append((opts.target_lang, text, is_final))
         if self.gate is not None and not is_final:
             await self.gate.wait()
@@ -40,8 +40,9 @@ class FakeTranslator:
         reason = "cancelled" if cancel.is_set() else "stop"
         result = GenerationResult(tokens=[1, 2], text=text.upper(), finish_reason=reason,
                                   prompt_tokens=3, prompt_tokens_cached=0)
-        return SimpleNamespace(result=result, text=f"{opts.target_lang}:{text.upper()}",
-                               pathology=None, draft_dropped=None, retried=None)
+        return TranslationOutcome(result=result, text=f"{opts.target_lang}:{text.upper()}",
+                                  display_text=f"{opts.target_lang}:{text.upper()}", revision=0,
+                                  session_id=None, is_final=is_final)
 
 
 class FakePublisher:
