@@ -287,6 +287,8 @@ class ServerRunner:
                 "retried": info.get("retried"), "draft_dropped": info.get("draft_dropped"),
                 "glossary": info.get("glossary"),
                 "prompt_tokens": data["usage"]["prompt_tokens"],
+                "prompt_tokens_cached": ((data["usage"].get("prompt_tokens_details") or {})
+                                         .get("cached_tokens", 0)),
             })
         return records
 

@@ -244,6 +244,7 @@ def update_record(out: UpdateOutcome) -> dict:
         "ssbd_drafted": drafts.ssbd_proposed, "ssbd_accepted": drafts.ssbd_accepted,
         "by_drafter": drafts.drafters(), "drafts": drafts.as_dict(),
         "forward_passes": result.forward_passes, "prompt_tokens": result.prompt_tokens,
+        "prompt_tokens_cached": result.prompt_tokens_cached,
         "decode_ms": round(result.decode_ms, 3), "prompt_ms": round(result.prompt_ms, 3),
         "finish": result.finish_reason, "pathology": out.pathology,
         "retried": out.retried, "retry_ms": round(out.retry_ms, 3),
