@@ -102,3 +102,14 @@ def contains_term(text: str, target: str) -> bool:
 def missed(terms: list[Term], output: str) -> list[str]:
     """Source terms of the applied entries whose target term is not in ``output``."""
     return [term.source for term in terms if not contains_term(output, term.target)]
+
+
+def with_target_terms(source: str, terms: list[Term], missing: list[str]) -> str:
+    """``source`` with each occurrence of a missing entry's source term replaced by its
+    target term, longest first: the glossary repair's source, from which the model carries
+    the target term over where it belongs (constrained translation by a code-switched
+    source). The replacement is the organiser's glossary text, still data in the prompt."""
+    text = source
+    for term in sorted((t for t in terms if t.source in missing), key=lambda t: -len(t.source)):
+        text = term_pattern(term.source).sub(lambda _m, target=term.target: target, text)
+    return text

@@ -36,6 +36,14 @@ from difflib import SequenceMatcher
 
 KINDS = ("loop", "prompt_example", "copy", "wrong_script")
 
+
+def fit_for_context(pathology: str | None) -> bool:
+    """Whether a final may join the talk's context (``app.sessions``): one that is no
+    translation (a loop, a copy of the source or of an example, the wrong script) would
+    teach the next segments to fail the same way. A final missing a glossary term is
+    still a translation."""
+    return pathology not in KINDS
+
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
 
 

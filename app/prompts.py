@@ -246,21 +246,29 @@ class FewShotFormat:
                     terms: Sequence[tuple[str, str]] = ()) -> TranslationPrompt:
         """The few-shot prompt for ``source``.
 
-        ``context`` (the talk's previous finals, oldest first) and ``terms`` (glossary
-        entries that apply) are more ``<Language>: ...`` pairs after the examples, as
-        data: the model reads the talk so far and the required terms the way it reads the
-        examples. Context comes first so that it stays one fixed prefix while a segment's
-        updates arrive (the KV cache keeps it); the terms depend on the source so far and
-        sit right before it.
+        ``terms`` (glossary entries that apply) and ``context`` (the talk's previous
+        finals, oldest first) are more ``<Language>: ...`` pairs, as data: the model reads
+        the required terms and the talk so far the way it reads the examples. The terms
+        come first, before the examples: right before the source, a term pair was the
+        pattern the model copied, answering a whole sentence with the term alone
+        ("Lexical Entlehnung": 13 of 100 ACL finals, none without a glossary). Separated
+        from the source by full sentences, a new term costs the KV cache the examples and
+        the context (a few times a segment), and the context stays one fixed prefix while
+        a segment's updates arrive.
         """
         src_name = LANGUAGE_NAMES[source_lang]
         tgt_name = LANGUAGE_NAMES[target_lang]
+
+        def pairs(items: Sequence[tuple[str, str]]) -> list[PromptPart]:
+            out: list[PromptPart] = []
+            for src, tgt in items:
+                out += [ours(f"{src_name}:"), user(" " + _data(src)),
+                        ours(f"\n{tgt_name}:"), user(" " + _data(tgt)), ours("\n\n")]
+            return out
+
         preamble = "\n\n".join(f"{src_name}: {src}\n{tgt_name}: {tgt}"
                                 for src, tgt in self.examples(source_lang, target_lang))
-        parts: list[PromptPart] = [ours(f"{preamble}\n\n")]
-        for src, tgt in (*context, *terms):
-            parts += [ours(f"{src_name}:"), user(" " + _data(src)),
-                      ours(f"\n{tgt_name}:"), user(" " + _data(tgt)), ours("\n\n")]
+        parts: list[PromptPart] = [*pairs(terms), ours(f"{preamble}\n\n"), *pairs(context)]
         text = _data(source)
         # No trailing space after the label: the model emits the space as part of its first
         # token (" Der"), which is the form drafts and dictionaries are built in. The space

@@ -30,6 +30,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from app.glossary import applicable
+from app.pathology import fit_for_context
 from app.translator import DEFAULT_OPTIONS
 from app.usage import (
     PlainHelp,
@@ -422,8 +423,9 @@ def main(argv: list[str] | None = None) -> int:
                     talk = TalkSettings(args.context, glossary, args.max_context_chars)
                     final = done.get((lang, stream.id, method.name))
                     if final is not None:
-                        label_runner.talks.remember(lang, stream, method, final["source"],
-                                                    final["text"], args.source_lang)
+                        if fit_for_context(final.get("pathology")):  # as the run made it
+                            label_runner.talks.remember(lang, stream, method, final["source"],
+                                                        final["text"], args.source_lang)
                         continue
                     recs = label_runner.run(method, stream, lang, talk)
                     opts = options_for(method, args.source_lang, lang, args.max_tokens,

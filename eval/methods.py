@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.engine.engine import Engine
+from app.pathology import fit_for_context
 from app.prompts import PromptFormat
 from app.sessions import DraftPlan, Session
 from app.translator import (
@@ -157,10 +158,10 @@ def run_stream(engine: Engine, fmt: PromptFormat, method: Method, stream: Stream
             chain=chain if method.drafters else None,
             extra_draft=[newline_token] if (method.stop_draft and plan.tokens) else None,
             draft_agreed=plan.agreed, examples=prompt.examples, retry_prompt=prompt.retry,
-            terms=prompt.terms,
+            terms=prompt.terms, term_prompt=prompt.term_prompt,
         )
         session.commit(update.source, out.draft, update.is_final, tgt_lang, src_lang, seq=i,
-                       text=out.result.text.strip())
+                       text=out.result.text.strip() if fit_for_context(out.pathology) else None)
         records.append({"update": i, "source": update.source,
                         "read": len(update.source.split()), "t": update.t,
                         "final": update.is_final, **update_record(out),

@@ -13,6 +13,7 @@ from app.glossary import (
     check_glossary,
     contains_term,
     missed,
+    with_target_terms,
 )
 
 
@@ -54,3 +55,14 @@ def test_a_target_term_counts_in_any_case_spacing_and_inside_compounds() -> None
     terms = [Term("model", "Modell"), Term("corpus", "Korpus")]
     assert missed(terms, "Ein Sprachmodell auf einem Textkorpus") == []
     assert missed(terms, "Ein Modell auf Daten") == ["corpus"]
+
+
+def test_the_repair_source_carries_the_missing_target_terms() -> None:
+    terms = [Term("borrowing", "Entlehnung"), Term("borrowings", "Entlehnungen"),
+             Term("model", r"\1 Modell")]
+    source = "Lexical borrowing and Borrowings; the model, not a remodel."
+    assert with_target_terms(source, terms, ["borrowing", "borrowings", "model"]) == \
+        r"Lexical Entlehnung and Entlehnungen; the \1 Modell, not a remodel."
+    assert with_target_terms(source, terms, ["model"]) == \
+        r"Lexical borrowing and Borrowings; the \1 Modell, not a remodel."
+    assert with_target_terms(source, terms, []) == source
