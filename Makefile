@@ -22,18 +22,19 @@ serve: setup
 lint: setup
 	$(BIN)/ruff check .
 
-# The browser test drives Debian's Chromium, the scale-out test Debian's nginx and the
-# speech-to-captions test Debian's espeak-ng (its speech synthesiser); the caption-screen
-# screenshots need a Japanese font (fonts-ipafont-gothic); without root or apt they are
+# The browser test drives Debian's Chromium, the scale-out test Debian's nginx, the room-bus
+# tests Debian's redis-server and the speech-to-captions test Debian's espeak-ng (its speech
+# synthesiser); the caption-screen screenshots need a Japanese font (fonts-ipafont-gothic); without root or apt they are
 # skipped, not failed.
 system-deps:
 	@command -v chromium >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1 && \
-	  command -v espeak-ng >/dev/null 2>&1 && \
+	  command -v espeak-ng >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1 && \
 	  [ -d /usr/share/fonts/opentype/ipafont-gothic ] || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      chromium nginx-light espeak-ng fonts-ipafont-gothic; \
-	  else echo "chromium/nginx/espeak-ng missing: the browser, scale-out and speech tests" \
+	      chromium nginx-light espeak-ng redis-server fonts-ipafont-gothic; \
+	  else echo "chromium/nginx/espeak-ng/redis-server missing: the browser, scale-out," \
+	    "room-bus and speech tests" \
 	    "will be skipped"; fi; }
 
 test: setup system-deps

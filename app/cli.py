@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from app.engine.cpu_threads import POLICIES, configure_omp_wait
 from app.logs import configure_logging
@@ -70,6 +71,7 @@ def _serve(args: argparse.Namespace) -> int:
     _check_model_loads(settings.model)  # a bad model is one line now, not in a thread
     configure_logging(settings.log_level, settings.log_format)
     check_listen_address(settings.host, settings.port)
+    check_room_store(settings.room_bus, settings.data_dir)
     from app.server import create_app
 
     failures: list[str] = []
@@ -110,6 +112,28 @@ def _check_model_loads(model: str | None) -> None:
                          "model llama.cpp supports") from None
     finally:
         llama_log.disabled = False
+
+
+def check_room_store(room_bus: str | None, data_dir: Path) -> None:
+    """Where rooms and transcripts live answers, or ``serve`` stops with one line (exit 2):
+    Redis at ``--room-bus``, else a writable ``--data-dir`` for the transcripts' SQLite."""
+    if room_bus is not None:
+        from app.bus import BusUnavailable
+        from app.bus.redis_bus import probe
+
+        try:
+            probe(room_bus)
+        except BusUnavailable as exc:
+            raise UsageError(f"--room-bus: {exc}") from None
+        return
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        probe_file = data_dir / ".write-test"
+        probe_file.write_bytes(b"")
+        probe_file.unlink()
+    except OSError as exc:
+        raise UsageError(f"--data-dir {data_dir}: cannot write there "
+                         f"({exc.strerror or type(exc).__name__})") from None
 
 
 def check_listen_address(host: str, port: int) -> None:
@@ -217,6 +241,8 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "bench-concurrency": ("eval.concurrency_bench", "main",
                           "C concurrent streams: --parallel 1 vs --parallel C"),
     "bench-events": ("eval.events_bench", "main", "fan-out and room viewers: what they cost"),
+    "bench-bus": ("eval.bus_bench", "main",
+                  "rooms on Redis across two replicas: speaker time, viewers' delay"),
     "numerics": ("eval.numerics_bench", "main",
                  "how batch shapes move logits and when that changes an output"),
     "speech-bench": ("eval.speech_bench", "main",

@@ -21,7 +21,7 @@ from asgi_correlation_id import CorrelationIdMiddleware, correlation_id
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 
-from app.api import chat, live, models, watch
+from app.api import chat, live, models, transcripts, watch
 from app.api.auth import Auth, invalid_api_key
 from app.api.body_limit import BodySizeLimit
 from app.api.errors import error_response, install_error_handlers
@@ -82,6 +82,37 @@ def _load_engine(state: ServerState) -> None:
         log.error("%s", state.load_error)
 
 
+async def _open_rooms(state: ServerState) -> None:
+    """The room bus (``--room-bus``) and the transcript store: on Redis with the bus, else
+    SQLite in ``--data-dir``. ``serve`` checked both before starting; here a failure stops
+    the start-up."""
+    from app.bus import open_room_bus
+    from app.transcripts import open_transcripts
+    from app.transcripts.recorder import TranscriptRecorder
+
+    settings, metrics = state.settings, state.metrics
+    metrics.bus_up.set(1)
+    state.bus = open_room_bus(
+        settings.room_bus, state.replica, lease_s=settings.room_lease_s,
+        on_up=lambda up: metrics.bus_up.set(int(up)), on_error=metrics.bus_errors.inc,
+        on_pending=metrics.bus_pending_finals.set)
+    await state.bus.start(state.rooms)
+    client = getattr(state.bus, "client", None)
+    state.transcripts = open_transcripts(settings.data_dir, client)
+    state.recorder = TranscriptRecorder(state.transcripts,
+                                        on_line=metrics.transcript_lines.inc,
+                                        on_error=metrics.bus_errors.inc)
+    await state.recorder.start()
+
+
+async def _close_rooms(state: ServerState) -> None:
+    """Finals still waiting reach the transcript and the bus (within the grace time)."""
+    grace = state.settings.shutdown_grace_s
+    if state.recorder is not None:
+        await state.recorder.close(grace)
+    await state.bus.close(grace)
+
+
 def create_app(settings: Settings | None = None, load_in_background: bool = True,
                on_load_error: Callable[[str], None] | None = None) -> FastAPI:
     """The ASGI app. The model loads on a thread while the server starts (``/health`` says
@@ -108,13 +139,15 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         loader.start()
         if not load_in_background:
             loader.join()
+        await _open_rooms(state)
         yield
         state.shutting_down = True
         if state.worker is not None:
             state.worker.shutdown(settings.shutdown_grace_s)
         state.speech.close()
+        await _close_rooms(state)
 
-    replica = settings.replica_id or f"{socket.gethostname()}:{settings.port}"
+    replica = state.replica = settings.replica_id or f"{socket.gethostname()}:{settings.port}"
     install_log_redaction()
     app = FastAPI(title="livetrans", version="0.1.0", lifespan=lifespan)
     app.state.livetrans = state
@@ -153,6 +186,8 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
     app.include_router(models.router)
     app.include_router(live.router)
     app.include_router(watch.router)  # room viewers; the route checks its viewer token
+    app.include_router(transcripts.router)  # ... and so does the transcript download
     labelled = label_routes([*app.router.routes, *chat.router.routes, *models.router.routes,
-                             *live.router.routes, *watch.router.routes])
+                             *live.router.routes, *watch.router.routes,
+                             *transcripts.router.routes])
     return app

@@ -14,6 +14,7 @@ with the choices in the message (``load_settings`` turns that into one line for 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -168,6 +169,18 @@ class ServerSettings(BaseSettings):
     replica_id: str | None = Field(
         None, description="name sent in the X-Livetrans-Replica header (default host:port)"
     )
+    room_bus: str | None = Field(
+        None, description="where rooms live: redis://host:port/db shares rooms, viewers' "
+                          "frames, recent finals, room ownership and transcripts among "
+                          "replicas; default: this process only (one replica)")
+    room_lease_s: float = Field(
+        10.0, ge=1, le=300, description="seconds a replica holds a room without renewing "
+                                        "(a replica that dies frees its rooms after this)")
+    data_dir: Path = Field(
+        None, validate_default=True,
+        description="folder for durable data without a room bus (transcripts.sqlite3); "
+                    "default: livetrans in $XDG_DATA_HOME, else in .local/share of your "
+                    "home folder")
     log_level: Literal[LOG_LEVELS] = Field(
         "info", description="critical, error, warning, info or debug")
     log_format: Literal["text", "json"] = Field(
@@ -177,6 +190,25 @@ class ServerSettings(BaseSettings):
     @classmethod
     def _lowercase_choice(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("room_bus")
+    @classmethod
+    def _bus_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        if not re.match(r"^rediss?://[^\s]+$", value):
+            raise ValueError("use redis://host:port/db (or rediss:// for TLS)")
+        return value
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _data_dir(cls, value: Any) -> Path:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            xdg = os.environ.get("XDG_DATA_HOME", "").strip()
+            base = Path(xdg) if xdg else Path.home() / ".local" / "share"
+            return base / "livetrans"
+        return Path(value).expanduser()
 
     @field_validator("cors_origins")
     @classmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 from eval.local_server import LocalServer, free_port  # noqa: F401 - re-exported
 
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+# servers the tests start keep their transcripts here, never in the user's home
+os.environ.setdefault("LIVETRANS_DATA_DIR", tempfile.mkdtemp(prefix="livetrans-test-data-"))
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "eval" / "samples"

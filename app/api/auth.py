@@ -16,6 +16,7 @@ between the two. Without keys everything is open and nothing has an owner.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -29,6 +30,14 @@ from app.settings import Settings
 OPEN_PATHS = frozenset({"/health", "/live", "/live/mic-worklet.js", "/watch", "/docs",
                         "/openapi.json", "/"})
 METRICS_PATH = "/metrics"
+# Routes that check their own access, as viewers do: a transcript download takes the talk's
+# viewer token or an API key (app.api.transcripts), so the middleware lets it through.
+OPEN_PATTERNS = (re.compile(r"/v1/rooms/[^/]+/transcript"),)
+
+
+def is_open_path(path: str) -> bool:
+    """Whether ``path`` needs no API key in the middleware (its route may still ask)."""
+    return path in OPEN_PATHS or any(p.fullmatch(path) for p in OPEN_PATTERNS)
 
 
 def bearer_key(auth_header: str) -> str:
@@ -89,7 +98,7 @@ class Auth:
         elif path == METRICS_PATH:
             refused = bool(self.metrics_keys) and key not in self.metrics_keys
         else:
-            refused = bool(self.api_keys) and path not in OPEN_PATHS and key not in self.api_keys
+            refused = bool(self.api_keys) and not is_open_path(path) and key not in self.api_keys
         return Access(refused, trusted, None if refused else self.owner(key))
 
     def check_request(self, conn: HTTPConnection) -> Access:

@@ -49,6 +49,7 @@ from app.api.live_queue import SegmentQueue, Update
 from app.api.origins import origin_allowed
 from app.api.rooms import RoomTakenError
 from app.api.state import ServerState
+from app.bus import BusUnavailable, RoomTakenOnBus
 from app.engine.worker import client_identity
 from app.sessions import Session, SessionStoreFullError
 from app.speech.service import SpeechUnavailableError
@@ -87,7 +88,8 @@ class LiveConnection:
         self.state = state
         self.owner = owner
         self.limits = limits or LiveLimits()
-        self.publisher = CaptionPublisher(ws, state.rooms, self)
+        self.publisher = CaptionPublisher(ws, state.rooms, self, bus=state.bus,
+                                          recorder=state.recorder, replica=state.replica)
         self.fan = FanOut(state, self.publisher, [])  # its languages arrive with 'start'
         self.sessions: dict[str, Session] = {}  # one per target language, in 'start' order
         self.last_final_segment = -1
@@ -297,10 +299,14 @@ class LiveConnection:
         room = None
         if start.room is not None:
             try:
-                room = registry.claim(start.room, self, targets)
-            except RoomTakenError:
+                room = await self.publisher.open_room(start.room, targets)
+            except (RoomTakenError, RoomTakenOnBus):
                 await self.error("room_taken", f"room '{start.room}' already has a speaker; "
                                  "choose another room or stop the other speaker", param="room")
+                return
+            except BusUnavailable:
+                await self.error("room_bus_unavailable", "the room bus cannot be reached "
+                                 "now; retry shortly", param="room")
                 return
         sessions: dict[str, Session] = {}
         try:
@@ -310,12 +316,10 @@ class LiveConnection:
             for session in sessions.values():
                 self.state.sessions.release(session)
                 self.state.sessions.drop(session.session_id, self.owner)
-            if room is not None:
-                registry.release(room, self)
+            self.publisher.end_room()
             await self.error("server_busy", "every session slot is busy; retry later")
             return
         self.sessions = sessions
-        self.publisher.room = room
         detokenize = self.state.worker.engine.rt.detokenize
         self.fan.pipelines = [
             LanguagePipeline(target, sessions[target],
@@ -330,8 +334,9 @@ class LiveConnection:
             ready["sample_rate"] = start.sample_rate or DEFAULT_SAMPLE_RATE
         if room is not None:
             ready["room"] = room.name
+            ready["talk"] = room.talk_id
             if registry.tokens_required:
-                ready["viewer_token"] = registry.token(room.name)
+                ready["viewer_token"] = registry.token(room.name, str(room.talk_id))
         await self.publisher.send(ready)
 
     async def open_speech(self, language: str) -> StreamingWhisper | None:

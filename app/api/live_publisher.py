@@ -10,12 +10,18 @@ replicas plugs in here (``publish``), not in the translator or the reader.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from fastapi import WebSocket
 
 from app.api.live_frames import encode_frame
 from app.api.rooms import Room, RoomRegistry
+from app.bus import RoomBus, TalkInfo
+from app.transcripts.recorder import TranscriptRecorder
+from app.transcripts.store import TalkRecord, TranscriptLine
+
+MAX_OPEN_SEGMENTS = 4096  # segments whose first caption time waits for their finals
 
 
 class ConnectionGone(Exception):
@@ -23,12 +29,38 @@ class ConnectionGone(Exception):
 
 
 class CaptionPublisher:
-    def __init__(self, ws: WebSocket, rooms: RoomRegistry, owner: object) -> None:
+    def __init__(self, ws: WebSocket, rooms: RoomRegistry, owner: object,
+                 bus: RoomBus | None = None, recorder: TranscriptRecorder | None = None,
+                 replica: str = "livetrans") -> None:
         self.ws = ws
         self.rooms = rooms
         self.owner = owner  # the speaker, as the room registry knows it
+        self.bus, self.recorder, self.replica = bus, recorder, replica
         self.room: Room | None = None
+        self.talk: TalkInfo | None = None
         self.send_lock = asyncio.Lock()
+        self._t0 = 0.0  # the talk's start (monotonic): transcript times count from it
+        self._first: dict[int, float] = {}  # segment -> its first caption (monotonic)
+        self._finals: dict[int, int] = {}  # segment -> finals published (one per language)
+
+    async def open_room(self, name: str, langs: list[str]) -> Room:
+        """Claim the room here and on the bus (``RoomTakenError``, ``RoomTakenOnBus``,
+        ``BusUnavailable``: then nothing is held) and start its transcript."""
+        room = self.rooms.claim(name, self.owner, langs)
+        talk = TalkInfo(room=name, talk_id=str(room.talk_id), replica=self.replica,
+                        langs=tuple(langs), started_at=room.started_at)
+        if self.bus is not None:
+            try:
+                await self.bus.claim(talk)
+            except BaseException:
+                self.rooms.release(room, self.owner)
+                raise
+        self.room, self.talk, self._t0 = room, talk, time.monotonic()
+        if self.recorder is not None:
+            self.recorder.start_talk(TalkRecord(room=name, talk_id=talk.talk_id,
+                                                started_at=talk.started_at,
+                                                langs=tuple(langs)))
+        return room
 
     async def send(self, payload: dict[str, Any]) -> None:
         """Send one frame; it always encodes, and a closed socket raises ``ConnectionGone``."""
@@ -63,10 +95,39 @@ class CaptionPublisher:
         text = encode_frame(payload)
         if self.room is not None:
             self.room.publish(payload["lang"], payload, text, payload["final"])
+            if self.talk is not None:
+                if self.bus is not None:
+                    self.bus.caption(self.talk, payload, text)
+                self._transcribe(payload)
         await self.send_text(text)
+
+    def _transcribe(self, payload: dict[str, Any]) -> None:
+        """A final caption becomes a transcript line: from its segment's first caption
+        (any language) to now, in seconds from the talk's start."""
+        segment, now = payload.get("segment"), time.monotonic()
+        if not isinstance(segment, int):
+            return
+        if segment not in self._first and len(self._first) < MAX_OPEN_SEGMENTS:
+            self._first[segment] = now
+        if not payload.get("final") or self.recorder is None or self.talk is None:
+            return
+        start = self._first.get(segment, now)
+        self.recorder.line(self.talk.room, self.talk.talk_id, str(payload["lang"]),
+                           TranscriptLine(segment=segment, start_s=round(start - self._t0, 3),
+                                          end_s=round(now - self._t0, 3),
+                                          source=str(payload.get("source", "")),
+                                          text=str(payload.get("text", ""))))
+        self._finals[segment] = self._finals.get(segment, 0) + 1
+        if self._finals[segment] >= len(self.talk.langs):  # every language has its final
+            self._first.pop(segment, None)
+            self._finals.pop(segment, None)
 
     def end_room(self) -> None:
         """The talk is over (``done`` sent, or the speaker left): viewers get ``ended``."""
         if self.room is not None:
             self.rooms.release(self.room, self.owner)
             self.room = None
+        if self.talk is not None:
+            if self.bus is not None:
+                self.bus.release(self.talk)
+            self.talk = None

@@ -65,6 +65,18 @@ class Metrics:
         self.viewer_frames_dropped = Counter(
             "livetrans_viewer_frames_dropped_total", "partial caption frames dropped for "
             "viewers that could not keep up (finals are never dropped)", registry=r)
+        # the room bus (app/bus): shared rooms across replicas, and transcripts
+        self.bus_up = Gauge("livetrans_room_bus_up", "1 while the room bus answers, else 0",
+                            registry=r)
+        self.bus_errors = Counter(
+            "livetrans_room_bus_errors_total", "room bus operations that failed (frames "
+            "other replicas' viewers missed; finals are kept and sent again)", registry=r)
+        self.bus_pending_finals = Gauge(
+            "livetrans_room_bus_pending_finals", "finals and transcript lines waiting for "
+            "the room bus or the transcript store to come back", registry=r)
+        self.transcript_lines = Counter(
+            "livetrans_transcript_lines_total", "final captions written to transcripts",
+            registry=r)
 
         self.glossary_terms = Counter(
             "livetrans_glossary_terms_total", "glossary entries that applied to a final: "

@@ -12,10 +12,16 @@ next one anyway); finals are never dropped. A viewer so far behind that even its
 pile up past ``max_finals`` is disconnected instead (it may reconnect and get ``recent``):
 keeping them would let one stalled socket hold memory for the whole talk.
 
-Viewer tokens: with API keys, a viewer shows an HMAC of the room name, handed to the
-speaker in ``ready``; viewers never hold a speaker key. The HMAC key is derived from the
+Talks: each claim of a room starts a *talk* with its own id (``talk_id``). Viewer tokens:
+with API keys, a viewer shows an HMAC of the room name and the talk id, handed to the
+speaker in ``ready``; it admits to that talk only, not to a later talk in a room of the same
+name (another tenant's). Viewers never hold a speaker key. The HMAC key is derived from the
 server's API keys, so every replica with the same keys accepts the same tokens and nothing
 needs storing.
+
+Across replicas (``app.bus``), a talk whose speaker is on another replica appears here as a
+room whose ``speaker`` is a ``RemoteTalk``: its frames arrive from the bus and are handed to
+this replica's viewers exactly as a local speaker's are.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ import hashlib
 import hmac
 import json
 import re
+import secrets
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -66,6 +74,20 @@ class Frame:
 
     text: str
     final: bool
+    segment: int = -1  # the caption's segment (-1: not a caption)
+
+
+def new_talk_id() -> str:
+    """64 random bits, hex: names a talk in tokens, transcripts and the bus."""
+    return secrets.token_hex(8)
+
+
+@dataclass(frozen=True)
+class RemoteTalk:
+    """The speaker of a room whose talk runs on another replica (``app.bus``)."""
+
+    talk_id: str
+    replica: str
 
 
 class ViewerQueue:
@@ -90,7 +112,7 @@ class ViewerQueue:
     def __len__(self) -> int:
         return len(self.frames)
 
-    def put(self, text: str, final: bool) -> int:
+    def put(self, text: str, final: bool, segment: int = -1) -> int:
         """Queue a frame; returns how many partial frames were dropped to make room (0-1).
 
         A full queue drops its oldest partial; when it holds none, an incoming partial is
@@ -108,7 +130,7 @@ class ViewerQueue:
             elif not final:
                 self.dropped += 1
                 return 1
-        self.frames.append(Frame(text, final))
+        self.frames.append(Frame(text, final, segment))
         if final:
             self.finals += 1
             if self.finals > self.max_finals:
@@ -140,6 +162,9 @@ class Viewer:
     lang: str
     queue: ViewerQueue
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    # captions of segments up to this one came in ``recent`` (a remote talk's recent finals
+    # are read from the bus after the viewer subscribed: the same final may arrive twice)
+    seen_through: int = -1
 
 
 @dataclass(eq=False)
@@ -150,6 +175,8 @@ class Room:
     recent_limit: int = RECENT_FINALS
     speaker: object | None = None
     langs: list[str] = field(default_factory=list)  # the speaker's target languages
+    talk_id: str | None = None  # the current talk (None: viewers wait for one)
+    started_at: float = 0.0  # the talk's start, unix seconds
     viewers: dict[str, set[Viewer]] = field(default_factory=dict)
     recent: dict[str, deque[dict[str, Any]]] = field(default_factory=dict)
     on_drop: Callable[[int], None] | None = None
@@ -166,9 +193,11 @@ class Room:
         """
         if final:
             self.recent.setdefault(lang, deque(maxlen=self.recent_limit)).append(payload)
+        segment = payload.get("segment", -1)
+        segment = segment if isinstance(segment, int) else -1
         dropped = 0
         for viewer in self.viewers.get(lang, ()):
-            dropped += viewer.queue.put(text, final)
+            dropped += viewer.queue.put(text, final, segment)
             viewer.wake.set()
         if dropped and self.on_drop is not None:
             self.on_drop(dropped)
@@ -176,6 +205,10 @@ class Room:
     def recent_finals(self, lang: str) -> list[dict[str, Any]]:
         """The recent final captions of ``lang``, newest last."""
         return list(self.recent.get(lang, ()))
+
+    @property
+    def remote(self) -> bool:
+        return isinstance(self.speaker, RemoteTalk)
 
     def end(self) -> None:
         """The talk is over: every viewer gets what is queued, then ``ended``."""
@@ -217,18 +250,22 @@ class RoomRegistry:
         self.viewers = 0  # in total, including viewers of ended rooms still draining
 
     # -- tokens --------------------------------------------------------------------------
-    def token(self, room: str) -> str:
-        """The viewer token of ``room`` (128 bits of HMAC-SHA256, hex)."""
-        return hmac.new(self._secret, room.encode(), hashlib.sha256).hexdigest()[:32]
+    def token(self, room: str, talk_id: str) -> str:
+        """The viewer token of one talk in ``room`` (128 bits of HMAC-SHA256, hex)."""
+        message = f"{room}\x00{talk_id}".encode()
+        return hmac.new(self._secret, message, hashlib.sha256).hexdigest()[:32]
 
-    def token_ok(self, room: str, token: str | None) -> bool:
-        """Whether ``token`` admits a viewer to ``room`` (always, without API keys)."""
+    def token_ok_for_talk(self, room: str, talk_id: str | None, token: str | None) -> bool:
+        """Whether ``token`` admits a viewer to talk ``talk_id`` of ``room`` (always,
+        without API keys; never to an unknown talk when keys are set)."""
         if not self.tokens_required:
             return True
+        if not talk_id:
+            return False
         # compare bytes: compare_digest raises on str with non-ASCII characters (a 500), and
         # a real token is 32 hex digits, so anything else is simply not it
         given = str(token or "").encode("utf-8", "replace")
-        return bool(given) and hmac.compare_digest(self.token(room).encode(), given)
+        return bool(given) and hmac.compare_digest(self.token(room, talk_id).encode(), given)
 
     # -- speakers ------------------------------------------------------------------------
     def claim(self, name: str, speaker: object, langs: list[str]) -> Room:
@@ -238,6 +275,9 @@ class RoomRegistry:
             raise RoomTakenError(f"room '{name}' already has a speaker")
         if room is None:
             room = self._new_room(name)
+        if room.speaker is not speaker:
+            talk = speaker.talk_id if isinstance(speaker, RemoteTalk) else new_talk_id()
+            room.talk_id, room.started_at = talk, time.time()
         room.speaker, room.langs = speaker, list(langs)
         for lang, viewers in room.viewers.items():
             if lang in room.langs:
@@ -255,6 +295,57 @@ class RoomRegistry:
         """The speaker is done (stopped or gone): its viewers get ``ended``."""
         if room.speaker is not speaker:
             return
+        self._end_room(room)
+
+    # -- talks on other replicas (called by ``app.bus``) ---------------------------------
+    def remote_start(self, name: str, talk_id: str, replica: str, langs: list[str],
+                     started_at: float, *, create: bool = False) -> Room | None:
+        """A talk began in ``name`` on another replica. Viewers waiting here start
+        following it; ``create`` makes the room even without viewers (a viewer is about
+        to join it). A room with a local speaker is left alone (the bus's ownership makes
+        that a stale message)."""
+        room = self.rooms.get(name)
+        if room is None and not create:
+            return None
+        if room is not None and room.speaker is not None and not room.remote:
+            return None
+        if room is not None and room.remote and room.talk_id == talk_id:
+            return room
+        if room is not None and room.remote:  # an older remote talk ended unseen
+            self._end_room(room)
+            room = None
+        room = self.claim(name, RemoteTalk(talk_id, replica), langs)
+        room.started_at = started_at
+        return room
+
+    def remote_caption(self, name: str, talk_id: str, payload: dict[str, Any],
+                       text: str) -> None:
+        """A caption frame of a remote talk, for this replica's viewers."""
+        room = self.rooms.get(name)
+        if room is None or not room.remote or room.talk_id != talk_id:
+            return
+        lang = payload.get("lang")
+        if isinstance(lang, str):
+            room.publish(lang, payload, text, bool(payload.get("final")))
+
+    def remote_end(self, name: str, talk_id: str) -> None:
+        """A remote talk ended (its speaker stopped, or its replica's lease ran out)."""
+        room = self.rooms.get(name)
+        if room is not None and room.remote and room.talk_id == talk_id:
+            self._end_room(room)
+
+    def remote_rooms(self) -> list[tuple[str, str]]:
+        """(room, talk) of every room here that follows a talk on another replica."""
+        return [(name, room.talk_id) for name, room in self.rooms.items()
+                if room.remote and room.talk_id is not None]
+
+    def forget_if_empty(self, name: str) -> None:
+        """Drop a room made for a viewer that was then refused."""
+        room = self.rooms.get(name)
+        if room is not None and not room.viewers and (room.speaker is None or room.remote):
+            del self.rooms[name]
+
+    def _end_room(self, room: Room) -> None:
         room.end()
         if self.rooms.get(room.name) is room:
             del self.rooms[room.name]
@@ -292,7 +383,9 @@ class RoomRegistry:
         if not viewers:
             del room.viewers[viewer.lang]
         self._count(-1)
-        if room.speaker is None and not room.viewers and self.rooms.get(room.name) is room:
+        # a room of a remote talk exists here only for its viewers
+        if (room.speaker is None or room.remote) and not room.viewers \
+                and self.rooms.get(room.name) is room:
             del self.rooms[room.name]
 
     def _new_room(self, name: str) -> Room:

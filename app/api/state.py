@@ -11,10 +11,14 @@ from app.api.errors import APIError
 from app.api.live_limits import LiveLimits
 from app.api.metrics import Metrics
 from app.api.rooms import RoomRegistry
+from app.bus import RoomBus
+from app.bus.local import LocalBus
 from app.engine.worker import EngineWorker
 from app.sessions import SessionStore
 from app.settings import Settings
 from app.speech.service import SpeechRecognition
+from app.transcripts.recorder import TranscriptRecorder
+from app.transcripts.store import TranscriptStore
 from app.translator import Translator
 
 
@@ -38,6 +42,11 @@ class ServerState:
     served_langs: frozenset[str] | None = None
     # speech in (``"input": "audio"`` on /v1/live); the model loads on the first speaker
     speech: SpeechRecognition = field(init=False)
+    # rooms across replicas (``--room-bus``) and talk transcripts; opened at start-up
+    replica: str = "livetrans"
+    bus: RoomBus = field(default_factory=LocalBus)
+    transcripts: TranscriptStore | None = None
+    recorder: TranscriptRecorder | None = None
 
     def __post_init__(self) -> None:
         metrics = self.metrics

@@ -37,6 +37,7 @@ from app.api.rooms import (
     valid_room,
 )
 from app.api.state import ServerState
+from app.bus import BusUnavailable, TalkInfo
 from app.prompts import UnsupportedLanguageError, check_language
 
 log = logging.getLogger("livetrans.watch")
@@ -66,6 +67,8 @@ async def _send_frames(ws: WebSocket, viewer: Viewer) -> None:
             return
         frame = queue.pop()
         if frame is not None:
+            if 0 <= frame.segment <= viewer.seen_through:
+                continue  # its final came in ``recent``
             await ws.send_text(frame.text)
             continue
         if queue.closed:
@@ -74,6 +77,19 @@ async def _send_frames(ws: WebSocket, viewer: Viewer) -> None:
             return
         viewer.wake.clear()
         await viewer.wake.wait()
+
+
+async def _remote_recent(state: ServerState, viewer: Viewer, talk: TalkInfo,
+                         lang: str) -> list[dict]:
+    """A remote talk's recent finals, read after the viewer subscribed: a final is in
+    them or arrives after; one in both is skipped by its segment (``seen_through``)."""
+    try:
+        recent = await state.bus.recent(talk, lang)
+    except BusUnavailable:
+        return []  # the frames to come still arrive when the bus does
+    segments = [f.get("segment") for f in recent if isinstance(f.get("segment"), int)]
+    viewer.seen_through = max(segments, default=-1)
+    return recent
 
 
 async def _drain_incoming(ws: WebSocket) -> None:
@@ -104,23 +120,45 @@ async def watch(ws: WebSocket) -> None:
                       f"lang: unsupported language '{safe_echo(lang_param, 16)}'")
         return
     registry = state.rooms
-    if not registry.token_ok(room, token):
+    local = registry.rooms.get(room)
+    talk_id = local.talk_id if local is not None and local.speaker is not None else None
+    remote = None
+    if local is not None and local.remote and talk_id is not None:
+        # followed here already: its full recent list is on the bus
+        remote = TalkInfo(room, talk_id, getattr(local.speaker, "replica", ""),
+                          tuple(local.langs), local.started_at)
+    elif talk_id is None and state.bus.shared:
+        try:  # the talk may run on another replica
+            remote = await state.bus.current_talk(room)
+        except BusUnavailable:
+            await _refuse(ws, CLOSE_TRY_AGAIN, "room_bus_unavailable",
+                          "the room bus cannot be reached now; retry shortly")
+            return
+        talk_id = remote.talk_id if remote is not None else None
+    if not registry.token_ok_for_talk(room, talk_id, token):
         await _refuse(ws, CLOSE_POLICY, "invalid_token",
-                      "this room needs its viewer token (token=...), given to the speaker "
-                      "in 'ready'")
+                      "this room's talk needs its viewer token (token=...), given to the "
+                      "speaker in 'ready'; a token admits to one talk only")
         return
     limits = limits_of(state)
     try:
+        if remote is not None:
+            registry.remote_start(room, remote.talk_id, remote.replica, list(remote.langs),
+                                  remote.started_at, create=True)
         viewer, recent = registry.join(
             room, lang, max_viewers=limits.max_viewers,
             max_per_room=limits.max_viewers_per_room,
             queue_frames=limits.viewer_queue_frames, max_finals=limits.viewer_max_finals)
     except TooManyViewersError as exc:
+        registry.forget_if_empty(room)
         await _refuse(ws, CLOSE_TRY_AGAIN, "too_many_viewers", str(exc))
         return
     except LanguageNotInRoomError as exc:
+        registry.forget_if_empty(room)
         await _refuse(ws, CLOSE_POLICY, "lang_not_in_room", str(exc))
         return
+    if remote is not None:
+        recent = await _remote_recent(state, viewer, remote, lang)
     # joined before the first await: ``recent`` and the queue see each final exactly once
     sender: asyncio.Task | None = None
     reader: asyncio.Task | None = None

@@ -47,6 +47,10 @@ def _one_line_error(proc, *expected: str) -> str:
     (["serve", "--cors-origin", "example.com"], {}, ["--cors-origin", "not an origin"]),
     (["serve", "--api-key-file", "/no/keys.txt"], {}, ["--api-key-file", "/no/keys.txt"]),
     (["serve", "--dict-dir", "/no/dicts"], {}, ["--dict-dir", "/no/dicts"]),
+    # nothing listens on port 1: Redis unreachable at start is one line, exit 2
+    (["serve", "--room-bus", "redis://127.0.0.1:1/0"], {}, ["--room-bus", "127.0.0.1:1"]),
+    (["serve"], {"LIVETRANS_ROOM_BUS": "http://x"}, ["LIVETRANS_ROOM_BUS", "redis://"]),
+    (["serve", "--data-dir", "/proc/livetrans"], {}, ["--data-dir", "/proc/livetrans"]),
     (["serve", "--no-such-flag"], {}, ["unrecognized arguments: --no-such-flag"]),
     (["no-such-command"], {}, ["invalid choice"]),
     # comma-separated lists parse (the model is what is missing here, not the keys)

@@ -118,31 +118,38 @@ def test_a_room_in_two_languages_with_keys_feeds_each_languages_viewers(capsys) 
 
     sample = Path(__file__).resolve().parents[2] / "eval" / "samples" / "asr_sample_en.jsonl"
     with LiveServer(api_keys=["speaker-key"], parallel=2) as server:
-        token = server.state.rooms.token("two-langs")
         watch = live_url(server.url).replace("/v1/live", "/v1/live/watch")
+        tokens: list[str] = []
 
         async def viewer(lang: str) -> list[dict]:
+            # a token admits to one talk: it exists once the speaker has started
+            while (room := server.state.rooms.rooms.get("two-langs")) is None \
+                    or room.talk_id is None:
+                await asyncio.sleep(0.01)
+            token = server.state.rooms.token("two-langs", room.talk_id)
+            tokens.append(token)
             url = f"{watch}?room=two-langs&lang={lang}&token={token}"
             async with websockets.connect(url) as ws:
-                frames = [json.loads(await ws.recv())]  # joined, before the talk
+                frames = [json.loads(await ws.recv())]  # joined
                 while frames[-1]["type"] != "ended":
                     frames.append(json.loads(await asyncio.wait_for(ws.recv(), 300)))
                 return frames
 
         async def talk() -> tuple[int, list[list[dict]]]:
             viewers = [asyncio.create_task(viewer(lang)) for lang in ("de", "ja")]
-            await asyncio.sleep(0.5)  # both joined
             code = await asyncio.to_thread(main, [
                 "--server", server.url, "--api-key", "speaker-key", "--file", str(sample),
-                "--limit", "1", "--fast", "--quiet", "--json", "--target-lang", "de,ja",
+                "--limit", "1", "--quiet", "--json", "--target-lang", "de,ja",
                 "--room", "two-langs"])
             return code, list(await asyncio.gather(*viewers))
 
         code, seen = asyncio.run(talk())
     assert code == 0
+    token = tokens[0]
     for lang, frames in zip(("de", "ja"), seen, strict=True):
         assert frames[0]["type"] == "joined"
-        finals = [f for f in frames if f["type"] == "caption" and f.get("final")]
+        finals = [f for f in frames[0]["recent"] + frames[1:]
+                  if f["type"] == "caption" and f.get("final")]
         assert len(finals) == 1 and finals[0]["lang"] == lang and finals[0]["text"]
     out = capsys.readouterr().out
     links = [line.split(" at ", 1)[1] for line in out.splitlines() if "viewers watch at" in line]

@@ -192,3 +192,18 @@ def test_compose_has_health_checks_and_a_gateway() -> None:
     conf = (DOCKER / "nginx.conf").read_text()
     assert "hash $livetrans_session consistent" in conf  # header or body session_id
     assert "$request_body" in conf and "$http_x_session_id" in conf
+
+
+def test_compose_replicas_share_rooms_on_redis_and_viewers_go_anywhere() -> None:
+    compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+    services = compose["services"]
+    assert "redis" in services and "healthcheck" in services["redis"]
+    assert "--appendonly" in services["redis"]["command"]  # transcripts survive Redis
+    for name in ("livetrans-a", "livetrans-b"):
+        replica = services[name]
+        assert replica["environment"]["LIVETRANS_ROOM_BUS"] == "redis://redis:6379/0"
+        assert replica["depends_on"]["redis"]["condition"] == "service_healthy"
+    conf = (DOCKER / "nginx.conf").read_text()
+    # speakers keep their affinity; viewers and transcripts go to any replica
+    assert "location = /v1/live/watch { proxy_pass http://livetrans_any; }" in conf
+    assert "location /v1/rooms/ { proxy_pass http://livetrans_any; }" in conf

@@ -138,17 +138,35 @@ def test_dropped_partials_are_reported() -> None:
     assert dropped == [2]  # one per viewer
 
 
-def test_viewer_tokens_are_per_room_and_only_needed_with_keys() -> None:
+def test_viewer_tokens_are_per_talk_and_only_needed_with_keys() -> None:
     open_reg = RoomRegistry()
-    assert open_reg.token_ok("talk", None) and not open_reg.tokens_required
+    assert open_reg.token_ok_for_talk("talk", None, None) and not open_reg.tokens_required
     keyed = RoomRegistry({"k1", "k2"})
-    token = keyed.token("talk")
-    assert keyed.token_ok("talk", token)
-    assert not keyed.token_ok("other", token) and not keyed.token_ok("talk", None)
-    assert not keyed.token_ok("talk", "k1")  # an API key is no viewer token
-    assert RoomRegistry({"k2", "k1"}).token("talk") == token  # same keys, same tokens
-    assert RoomRegistry({"k3"}).token("talk") != token
+    token = keyed.token("talk", "t1")
+    assert keyed.token_ok_for_talk("talk", "t1", token)
+    assert not keyed.token_ok_for_talk("other", "t1", token)
+    assert not keyed.token_ok_for_talk("talk", "t2", token)  # a later talk in the room
+    assert not keyed.token_ok_for_talk("talk", None, token)  # no talk yet
+    assert not keyed.token_ok_for_talk("talk", "t1", None)
+    assert not keyed.token_ok_for_talk("talk", "t1", "k1")  # an API key is no viewer token
+    assert RoomRegistry({"k2", "k1"}).token("talk", "t1") == token  # same keys, same tokens
+    assert RoomRegistry({"k3"}).token("talk", "t1") != token
     assert "k1" not in token and len(token) == 32
+
+
+def test_every_claim_of_a_room_is_a_new_talk_and_a_new_token() -> None:
+    """A key that once opened a room must not admit viewers to another tenant's later talk
+    there: the token names the talk, and a new speaker's claim is a new talk."""
+    keyed = RoomRegistry({"k1"})
+    first_speaker, second_speaker = object(), object()
+    room = keyed.claim("talk", first_speaker, ["de"])
+    first = room.talk_id
+    assert keyed.claim("talk", first_speaker, ["de"]).talk_id == first  # same speaker
+    old_token = keyed.token("talk", first)
+    keyed.release(room, first_speaker)
+    second = keyed.claim("talk", second_speaker, ["de"]).talk_id
+    assert second != first
+    assert not keyed.token_ok_for_talk("talk", second, old_token)
 
 
 @pytest.mark.parametrize(("name", "ok"), [
@@ -166,7 +184,7 @@ def test_room_names_are_short_and_safe(name: object, ok: bool) -> None:
 def test_any_token_text_is_a_plain_no(token: str) -> None:
     """compare_digest raises on non-ASCII str: that was an HTTP 500 with a traceback."""
     keyed = RoomRegistry({"k1"})
-    assert keyed.token_ok("talk", token) is False
+    assert keyed.token_ok_for_talk("talk", "t1", token) is False
 
 
 def test_a_viewer_of_a_language_the_talk_lacks_is_refused() -> None:

@@ -197,8 +197,9 @@ def test_caption_screen_controls_and_language_switch(keyed_server, chromium) -> 
 
 def test_operator_page_with_an_api_key(keyed_server, chromium, data_dir, tmp_path) -> None:
     """A wrong key is shown as an error; the right key connects, the room's viewer links
-    point at /watch with the viewer token, and a viewer opened from one (between two talks
-    in the room: it waits for the next) sees the next talk's final."""
+    point at /watch with the talk's viewer token, the transcript link downloads the talk's
+    finals, and once the talk is over its token admits to no later talk in the room (the
+    next talk gets a new one)."""
     stream = tmp_path / "one.jsonl"
     utt = json.loads((data_dir / "asr_partials" / "acl6060_dev_en.jsonl")
                      .read_text().splitlines()[2])
@@ -239,15 +240,23 @@ def test_operator_page_with_an_api_key(keyed_server, chromium, data_dir, tmp_pat
     page.screenshot(path=str(ARTIFACTS / "live_operator.png"))
 
     page.wait_for_selector('#status:text("done")', timeout=WAIT_MS)
+    operator_final = page.text_content('#captions .cell[data-lang="de"][data-final="1"]')
 
-    # the talk is over: a viewer opened now waits in the room for the next talk
+    # the talk's transcript, through the operator page's link (viewer token, never the key)
+    link = page.get_attribute('#transcript-links a[data-lang="de"]', "href")
+    assert "token=" in link and KEY not in link
+    transcript = page.request.get(keyed_server.url + link.replace("format=vtt", "format=json"))
+    assert transcript.ok, transcript.text()
+    assert [x["text"] for x in transcript.json()["lines"]] == [operator_final]
+
+    # the talk is over: its token admits to no later talk in the room (another tenant's)
     viewer = context.new_page()
     viewer.goto(href)
-    viewer.wait_for_selector('body[data-state="live"]', timeout=WAIT_MS)
+    viewer.wait_for_selector('body[data-state="refused"]', timeout=WAIT_MS)
     page.click("#replay")
+    page.wait_for_function(
+        f"(document.querySelector('#viewers a[data-lang=\"de\"]') || {{}}).href "
+        f"&& !document.querySelector('#viewers a[data-lang=\"de\"]').href.endsWith("
+        f"{json.dumps(href.split('token=')[1])})", timeout=WAIT_MS)
     page.wait_for_selector('#captions .cell[data-lang="de"][data-final="1"]', timeout=WAIT_MS)
-    operator_final = page.text_content('#captions .cell[data-lang="de"][data-final="1"]')
-    viewer.wait_for_function(
-        "document.querySelectorAll('#finals [data-final=\"1\"]').length >= 1", timeout=WAIT_MS)
-    assert finals_on(viewer) == [(0, operator_final)]
     context.close()

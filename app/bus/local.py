@@ -1,0 +1,32 @@
+"""The default room bus: one process, where the room registry is all there is to share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.bus.base import RoomListener, TalkInfo
+
+
+class LocalBus:
+    shared = False
+
+    async def start(self, listener: RoomListener) -> None:
+        return None
+
+    async def close(self, grace_s: float) -> None:
+        return None
+
+    async def claim(self, talk: TalkInfo) -> None:
+        return None  # the registry's own claim is the only one
+
+    def release(self, talk: TalkInfo) -> None:
+        return None
+
+    def caption(self, talk: TalkInfo, payload: dict[str, Any], text: str) -> None:
+        return None
+
+    async def current_talk(self, room: str) -> TalkInfo | None:
+        return None  # a talk here is in the registry
+
+    async def recent(self, talk: TalkInfo, lang: str) -> list[dict[str, Any]]:
+        return []

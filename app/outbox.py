@@ -1,0 +1,143 @@
+"""An ordered, bounded, retrying queue of writes to a store that may go away (Redis).
+
+The speaker must never wait for the room bus: a caption is handed to the outbox and the
+speaker's socket gets it at once. The outbox runs the writes in order on one task. While
+the store is down, writes that may be lost (a partial caption's frame for viewers on other
+replicas) are dropped, and writes that must not be (finals for the recent list and the
+transcript, a talk's start and end) wait and are retried with backoff until it returns,
+in order. Memory is bounded: past ``max_kept`` waiting writes the oldest kept one goes
+(logged and counted), since holding a dead store's backlog forever would let it take the
+server down with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+log = logging.getLogger("livetrans.outbox")
+
+MAX_KEPT = 100_000  # writes that must not be lost, waiting for the store
+MAX_DROPPABLE = 1_000  # writes that may be lost, waiting while the store is up
+RETRY_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+class StoreUnavailable(Exception):
+    """The store did not answer (connection refused, reset, timed out): retry later."""
+
+
+@dataclass
+class Write:
+    run: Callable[[], Awaitable[None]]
+    keep: bool  # must not be lost: retried until the store takes it
+    what: str = "write"
+
+
+class Outbox:
+    """Writes to one store, in order, on one task (``run``); ``put`` never waits."""
+
+    def __init__(self, name: str, *, max_kept: int = MAX_KEPT,
+                 max_droppable: int = MAX_DROPPABLE,
+                 on_up: Callable[[bool], None] | None = None,
+                 on_error: Callable[[], None] | None = None,
+                 on_pending: Callable[[int], None] | None = None) -> None:
+        self.name = name
+        self.max_kept, self.max_droppable = max_kept, max_droppable
+        self.writes: deque[Write] = deque()
+        self.kept = 0  # writes with ``keep`` among ``writes``
+        self.up = True
+        self.lost = 0  # kept writes dropped past ``max_kept``
+        self.dropped = 0  # droppable writes not made
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._on_up, self._on_error, self._on_pending = on_up, on_error, on_pending
+
+    def __len__(self) -> int:
+        return len(self.writes)
+
+    def put(self, write: Write) -> None:
+        if not write.keep:
+            if not self.up or len(self.writes) - self.kept >= self.max_droppable:
+                self.dropped += 1
+                return
+        elif self.kept >= self.max_kept:
+            oldest = next(i for i, w in enumerate(self.writes) if w.keep)
+            lost = self.writes[oldest]
+            del self.writes[oldest]
+            self.kept -= 1
+            self.lost += 1
+            if self.lost == 1 or self.lost % 1000 == 0:
+                log.error("%s: %d waiting writes lost (oldest: %s); the store has been "
+                          "away too long", self.name, self.lost, lost.what)
+        self.writes.append(write)
+        self.kept += write.keep
+        self._idle.clear()
+        self._wake.set()
+        self._pending()
+
+    async def run(self) -> None:
+        """Make the writes until cancelled."""
+        failures = 0
+        while True:
+            if not self.writes:
+                self._idle.set()
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            write = self.writes[0]
+            try:
+                await write.run()
+            except StoreUnavailable as exc:
+                if self._on_error is not None:
+                    self._on_error()
+                self._set_up(False, str(exc))
+                if not write.keep:
+                    self._pop()
+                    self.dropped += 1
+                    continue
+                await asyncio.sleep(RETRY_S[min(failures, len(RETRY_S) - 1)])
+                failures += 1
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a bug must not stop every later write
+                log.error("%s: %s failed and is skipped: %s: %s", self.name, write.what,
+                          type(exc).__name__, exc)
+                self._pop()
+                continue
+            failures = 0
+            self._pop()
+            self._set_up(True)
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait until every write is made (True) or ``timeout`` passes (False)."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    def _pop(self) -> None:
+        write = self.writes.popleft()
+        self.kept -= write.keep
+        self._pending()
+
+    def _pending(self) -> None:
+        if self._on_pending is not None:
+            self._on_pending(self.kept)
+
+    def _set_up(self, up: bool, why: str = "") -> None:
+        if up == self.up:
+            return
+        self.up = up
+        if up:
+            log.warning("%s: back; %d waiting writes are being made", self.name, self.kept)
+        else:  # logged once per outage, not per write
+            log.error("%s: unavailable (%s); viewers on other replicas miss frames, finals "
+                      "wait here until it returns", self.name, why)
+        if self._on_up is not None:
+            self._on_up(up)

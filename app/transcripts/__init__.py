@@ -1,0 +1,40 @@
+"""Durable talk transcripts: every final caption of a room's talk, per language, timed from
+the talk's start (API.md, "Transcripts").
+
+``open_transcripts`` picks the store: Redis when the server shares its rooms on a Redis room
+bus (every replica then serves every transcript), else a SQLite file in ``--data-dir``.
+``app.transcripts.recorder`` writes to it without making the speaker wait;
+``app.transcripts.formats`` renders a transcript for download.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.transcripts.sqlite_store import FILE_NAME, SqliteTranscriptStore, TranscriptDirError
+from app.transcripts.store import (
+    TalkRecord,
+    TranscriptLine,
+    TranscriptStore,
+    TranscriptUnavailable,
+)
+
+if TYPE_CHECKING:
+    import redis.asyncio
+
+__all__ = ["TalkRecord", "TranscriptDirError", "TranscriptLine", "TranscriptStore",
+           "TranscriptUnavailable", "open_transcripts"]
+
+
+def open_transcripts(data_dir: Path, redis_client: redis.asyncio.Redis | None = None,
+                     prefix: str = "livetrans") -> TranscriptStore:
+    """The transcript store: on Redis with ``redis_client`` (keys under ``prefix``; the
+    client stays its owner's to close), else SQLite at ``data_dir/transcripts.sqlite3``,
+    making the folder. A folder that cannot hold it raises ``TranscriptDirError`` (an
+    ``OSError``) with one line naming it."""
+    if redis_client is not None:
+        from app.transcripts.redis_store import RedisTranscriptStore
+
+        return RedisTranscriptStore(redis_client, prefix)
+    return SqliteTranscriptStore(Path(data_dir).expanduser() / FILE_NAME)

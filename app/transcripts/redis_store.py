@@ -1,0 +1,231 @@
+"""Transcripts on Redis: the store of a server whose rooms live on a Redis room bus, so every
+replica serves every talk's transcript, whichever replica its speaker spoke to.
+
+Keys, under the bus's prefix, all bounded (``app.transcripts.store``):
+
+- ``{p}:talks:{room}``: the room's talks, a sorted set of talk ids by start time;
+- ``{p}:talk:{room}:{talk}``: a talk's ``started_at`` and ``langs`` (a JSON list), a hash;
+- ``{p}:transcript:{room}:{talk}:{lang}``: its lines, a hash segment -> JSON line, so a
+  retried write of a segment replaces it instead of adding a second one.
+
+Room names (``A-Z a-z 0-9 . _ -``), talk ids (hex) and language codes hold no ``:``, so keys
+cannot collide. A line is written by one Lua script (the bound check, the write and the
+talk's record happen at once). Nothing expires: transcripts are kept until a room's newer
+talks push them out. Run Redis with persistence (as docker/compose.yaml does) to keep them
+across a Redis restart.
+
+A Redis that cannot be reached raises ``TranscriptUnavailable``: the recorder keeps the
+line and retries, a download answers 503.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+import app.transcripts.store as bounds
+from app.transcripts.store import (
+    FullWarnings,
+    TalkRecord,
+    TranscriptLine,
+    TranscriptUnavailable,
+    clean_epoch,
+    clean_langs,
+    clean_line,
+)
+
+log = logging.getLogger("livetrans.transcripts")
+T = TypeVar("T")
+
+DOWN_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
+
+# Record a talk, or add the languages it lacks. KEYS: the talk's hash, the room's talks.
+# ARGV: talk id, started_at, languages... Returns 1 if the talk is new here.
+_TOUCH = """
+local function touch(talk_key, talks_key, talk_id, started_at, first_lang, last_lang)
+  local created = 0
+  local raw = redis.call('HGET', talk_key, 'langs')
+  local langs = {}
+  if raw then
+    langs = cjson.decode(raw)
+  else
+    created = 1
+    redis.call('HSET', talk_key, 'started_at', started_at)
+  end
+  local seen = {}
+  for _, lang in ipairs(langs) do seen[lang] = true end
+  local changed = created == 1
+  for i = first_lang, last_lang do
+    if not seen[ARGV[i]] then
+      table.insert(langs, ARGV[i])
+      seen[ARGV[i]] = true
+      changed = true
+    end
+  end
+  if changed then
+    local encoded = '[]'
+    if #langs > 0 then encoded = cjson.encode(langs) end
+    redis.call('HSET', talk_key, 'langs', encoded)
+  end
+  redis.call('ZADD', talks_key, 'NX', started_at, talk_id)
+  return created
+end
+"""
+START_TALK = _TOUCH + "return touch(KEYS[1], KEYS[2], ARGV[1], ARGV[2], 3, #ARGV)\n"
+# Keep a line unless its talk's transcript in that language is full (a segment already
+# there is replaced: a retry). KEYS: lines, the talk's hash, the room's talks. ARGV: talk
+# id, started_at (if the talk is new here), language, segment, line as JSON, max lines.
+# Returns {talk created (1/0), line kept (1/0)}.
+ADD_LINE = _TOUCH + """
+local created = touch(KEYS[2], KEYS[3], ARGV[1], ARGV[2], 3, 3)
+if redis.call('HEXISTS', KEYS[1], ARGV[4]) == 0 and
+   redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[6]) then
+  return {created, 0}
+end
+redis.call('HSET', KEYS[1], ARGV[4], ARGV[5])
+return {created, 1}
+"""
+
+
+def _text(value: Any) -> str:
+    """A reply as text, whether the client decodes responses (the bus's does) or not."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+class RedisTranscriptStore:
+    """``TranscriptStore`` on Redis. The client is usually the room bus's, which the bus
+    closes; ``own_client`` makes ``close`` close it too."""
+
+    def __init__(self, client: aioredis.Redis, prefix: str = "livetrans", *,
+                 max_talks: int | None = None, max_lines: int | None = None,
+                 own_client: bool = False) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.max_talks = max_talks if max_talks is not None else bounds.MAX_TALKS_PER_ROOM
+        self.max_lines = max_lines if max_lines is not None else bounds.MAX_LINES_PER_TALK
+        self.own_client = own_client
+        self._full = FullWarnings(log)
+        self._start = client.register_script(START_TALK)
+        self._add = client.register_script(ADD_LINE)
+
+    # -- keys ----------------------------------------------------------------------------
+    def _talks_key(self, room: str) -> str:
+        return f"{self.prefix}:talks:{room}"
+
+    def _talk_key(self, room: str, talk_id: str) -> str:
+        return f"{self.prefix}:talk:{room}:{talk_id}"
+
+    def _lines_key(self, room: str, talk_id: str, lang: str) -> str:
+        return f"{self.prefix}:transcript:{room}:{talk_id}:{lang}"
+
+    # -- helpers -------------------------------------------------------------------------
+    async def _call(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await op()
+        except DOWN_ERRORS as exc:
+            raise TranscriptUnavailable(
+                f"transcript store on Redis: {what}: {type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:200]}") from None
+
+    async def _evict(self, room: str) -> None:
+        """Past ``max_talks`` talks in ``room``, the oldest go, with their lines. ZPOPMIN
+        hands each old talk to one caller only, so two replicas evicting at once do not
+        remove more than the excess."""
+        talks_key = self._talks_key(room)
+        excess = await self.client.zcard(talks_key) - self.max_talks
+        if excess <= 0:
+            return
+        for member, _ in await self.client.zpopmin(talks_key, excess):
+            talk_id = _text(member)
+            talk_key = self._talk_key(room, talk_id)
+            raw = await self.client.hget(talk_key, "langs")
+            langs = _langs(raw)
+            await self.client.delete(talk_key,
+                                     *(self._lines_key(room, talk_id, lang) for lang in langs))
+
+    # -- TranscriptStore -----------------------------------------------------------------
+    async def start_talk(self, talk: TalkRecord) -> None:
+        started_at = repr(clean_epoch(talk.started_at))
+
+        async def op() -> None:
+            created = await self._start(
+                keys=[self._talk_key(talk.room, talk.talk_id), self._talks_key(talk.room)],
+                args=[talk.talk_id, started_at, *clean_langs(talk.langs)])
+            if int(created):
+                await self._evict(talk.room)
+
+        await self._call("start a talk", op)
+
+    async def add(self, room: str, talk_id: str, lang: str, line: TranscriptLine) -> None:
+        line = clean_line(line)
+        value = json.dumps({"start": line.start_s, "end": line.end_s, "source": line.source,
+                            "text": line.text})
+
+        async def op() -> bool:
+            # a line of a talk Redis does not know (a Redis restarted without persistence
+            # mid-talk): kept under a talk started as long ago as the line says
+            created, kept = await self._add(
+                keys=[self._lines_key(room, talk_id, lang), self._talk_key(room, talk_id),
+                      self._talks_key(room)],
+                args=[talk_id, repr(time.time() - line.end_s), lang, str(line.segment),
+                      value, self.max_lines])
+            if int(created):
+                await self._evict(room)
+            return bool(int(kept))
+
+        if not await self._call("add a line", op):
+            self._full.refused(room, talk_id, lang, self.max_lines)
+
+    async def talks(self, room: str) -> list[TalkRecord]:
+        async def op() -> list[TalkRecord]:
+            members = await self.client.zrange(self._talks_key(room), 0, -1, withscores=True)
+            ids = [_text(member) for member, _ in members]
+            pipe = self.client.pipeline(transaction=False)
+            for talk_id in ids:
+                pipe.hget(self._talk_key(room, talk_id), "langs")
+            langs = await pipe.execute() if ids else []
+            return [TalkRecord(room=room, talk_id=talk_id, started_at=float(score),
+                               langs=_langs(raw))
+                    for talk_id, (_, score), raw in zip(ids, members, langs, strict=True)]
+
+        return await self._call("list talks", op)
+
+    async def lines(self, room: str, talk_id: str, lang: str) -> list[TranscriptLine]:
+        async def op() -> list[TranscriptLine]:
+            found = await self.client.hgetall(self._lines_key(room, talk_id, lang))
+            out = []
+            for field, raw in found.items():
+                item = json.loads(_text(raw))
+                out.append(TranscriptLine(segment=int(_text(field)),
+                                          start_s=float(item["start"]),
+                                          end_s=float(item["end"]),
+                                          source=str(item["source"]), text=str(item["text"])))
+            out.sort(key=lambda line: line.segment)
+            return out
+
+        return await self._call("read a transcript", op)
+
+    async def close(self) -> None:
+        if self.own_client:
+            try:
+                await self.client.aclose()
+            except DOWN_ERRORS:
+                pass
+
+
+def _langs(raw: Any) -> tuple[str, ...]:
+    """A talk's ``langs`` field as a tuple ('()' when missing or not a list)."""
+    if raw is None:
+        return ()
+    try:
+        value = json.loads(_text(raw))
+    except ValueError:
+        return ()
+    return tuple(str(lang) for lang in value) if isinstance(value, list) else ()

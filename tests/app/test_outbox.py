@@ -1,0 +1,94 @@
+"""The outbox between the speaker and a store that may go away: writes in order, partials
+dropped while the store is down, finals kept and retried until it returns, bounded."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from app import outbox as outbox_module
+from app.outbox import Outbox, StoreUnavailable, Write
+
+
+class FlakyStore:
+    def __init__(self) -> None:
+        self.up = True
+        self.written: list[str] = []
+
+    def write(self, item: str) -> Write:
+        async def run() -> None:
+            if not self.up:
+                raise StoreUnavailable("connection refused")
+            self.written.append(item)
+
+        return Write(run, keep=item.startswith("final"), what=item)
+
+
+@pytest.fixture(autouse=True)
+def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(outbox_module, "RETRY_S", (0.01,))
+
+
+def test_writes_are_made_in_order() -> None:
+    async def scenario() -> list[str]:
+        store, box = FlakyStore(), Outbox("test")
+        task = asyncio.create_task(box.run())
+        for i in range(20):
+            box.put(store.write(f"final {i}" if i % 3 == 0 else f"partial {i}"))
+        assert await box.drain(5)
+        task.cancel()
+        return store.written
+
+    assert asyncio.run(scenario()) == [
+        f"final {i}" if i % 3 == 0 else f"partial {i}" for i in range(20)]
+
+
+def test_an_outage_drops_partials_keeps_finals_and_reports_once() -> None:
+    async def scenario() -> tuple[list[str], list[bool], int, int]:
+        store, states, errors = FlakyStore(), [], []
+        box = Outbox("test", on_up=states.append, on_error=lambda: errors.append(1))
+        task = asyncio.create_task(box.run())
+        store.up = False
+        box.put(store.write("final 0"))
+        await asyncio.sleep(0.05)  # the store is found down
+        for item in ("partial 1", "final 2", "partial 3", "final 4"):
+            box.put(store.write(item))
+        await asyncio.sleep(0.05)
+        assert box.kept == 3 and not box.up
+        store.up = True
+        assert await box.drain(5)
+        task.cancel()
+        return store.written, states, box.dropped, len(errors)
+
+    written, states, dropped, errors = asyncio.run(scenario())
+    assert written == ["final 0", "final 2", "final 4"]  # nothing acknowledged is lost
+    assert states == [False, True] and dropped == 2 and errors >= 1
+
+
+def test_kept_writes_are_bounded_oldest_first() -> None:
+    store, box = FlakyStore(), Outbox("test", max_kept=3, max_droppable=2)
+    for i in range(5):
+        box.put(store.write(f"final {i}"))
+    assert [w.what for w in box.writes] == ["final 2", "final 3", "final 4"]
+    assert box.lost == 2
+    for i in range(5):
+        box.put(store.write(f"partial {i}"))
+    assert box.dropped == 3 and len(box) == 5
+
+
+def test_a_bug_in_one_write_does_not_stop_the_rest() -> None:
+    async def scenario() -> list[str]:
+        store, box = FlakyStore(), Outbox("test")
+
+        async def broken() -> None:
+            raise KeyError("bug")
+
+        task = asyncio.create_task(box.run())
+        box.put(Write(broken, keep=True, what="broken"))
+        box.put(store.write("final 1"))
+        assert await box.drain(5)
+        task.cancel()
+        return store.written
+
+    assert asyncio.run(scenario()) == ["final 1"]
