@@ -113,3 +113,14 @@ def with_target_terms(source: str, terms: list[Term], missing: list[str]) -> str
     for term in sorted((t for t in terms if t.source in missing), key=lambda t: -len(t.source)):
         text = term_pattern(term.source).sub(lambda _m, target=term.target: target, text)
     return text
+
+
+def glossary_field(value: object) -> dict[str, str] | None:
+    """A request's ``glossary`` field, checked (a pydantic before-validator for the HTTP
+    and WebSocket schemas alike): a bad glossary is a ``ValueError`` naming what is wrong."""
+    if value is None:
+        return None
+    try:
+        return check_glossary(value)
+    except GlossaryError as exc:
+        raise ValueError(str(exc)) from None

@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BeforeValidator, Field, ValidationError
 
 from app.api.live_frames import safe_echo, unencodable
 from app.api.rooms import ROOM_MAX_CHARS, valid_room
 from app.api.strict_input import ClientInput
-from app.glossary import GlossaryError, check_glossary
+from app.glossary import glossary_field
 from app.prompts import LANGUAGE_NAMES, UnsupportedLanguageError, check_language
 from app.sessions import MAX_CONTEXT
 from app.translator import DEFAULT_OPTIONS as DEFAULTS
@@ -59,18 +59,8 @@ class StartMessage(ClientInput):
     input: Literal["text", "audio"] = "text"
     sample_rate: int | None = Field(None, ge=MIN_SAMPLE_RATE, le=MAX_SAMPLE_RATE)
     # whole talks (API.md): the organiser's terms, and how many earlier finals to show
-    glossary: dict[str, str] | None = None
+    glossary: Annotated[dict[str, str] | None, BeforeValidator(glossary_field)] = None
     context: int = Field(DEFAULTS.context, ge=0, le=MAX_CONTEXT)
-
-    @field_validator("glossary", mode="before")
-    @classmethod
-    def _glossary(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        try:
-            return check_glossary(value)
-        except GlossaryError as exc:
-            raise ValueError(str(exc)) from None
 
     def translate_options(self, source_lang: str, target_lang: str,
                           max_tokens: int) -> TranslateOptions:

@@ -20,11 +20,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from app.api.strict_input import UNSUPPORTED_PARAMETER, ClientInput
-from app.glossary import GlossaryError, check_glossary
+from app.glossary import glossary_field
 from app.sessions import MAX_CONTEXT, SESSION_ID_MAX_CHARS, SESSION_ID_PATTERN
 from app.translator import DEFAULT_OPTIONS as DEFAULTS
 from app.translator import TranslateOptions
@@ -171,18 +178,8 @@ class ChatCompletionRequest(ClientInput):
     final_retry: bool = DEFAULTS.final_retry
     drafters: list[Literal[DRAFTER_NAMES]] | None = Field(None, max_length=len(DRAFTER_NAMES))
     # whole talks (API.md): the organiser's terms, and how many earlier finals to show
-    glossary: dict[str, str] | None = None
+    glossary: Annotated[dict[str, str] | None, BeforeValidator(glossary_field)] = None
     context: int = Field(DEFAULTS.context, ge=0, le=MAX_CONTEXT)
-
-    @field_validator("glossary", mode="before")
-    @classmethod
-    def _glossary(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        try:
-            return check_glossary(value)
-        except GlossaryError as exc:
-            raise ValueError(str(exc)) from None
 
     @model_validator(mode="before")
     @classmethod
