@@ -16,7 +16,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 log = logging.getLogger("livetrans.outbox")
 
@@ -34,6 +34,13 @@ class Write:
     run: Callable[[], Awaitable[None]]
     keep: bool  # must not be lost: retried until the store takes it
     what: str = "write"
+    # set once the write is made, skipped or lost: for a caller that must know it landed
+    # (a room released before the speaker hears ``done``); None when nobody waits
+    done: asyncio.Future[None] | None = field(default=None, compare=False)
+
+    def settle(self) -> None:
+        if self.done is not None and not self.done.done():
+            self.done.set_result(None)
 
 
 class Outbox:
@@ -63,11 +70,13 @@ class Outbox:
         if not write.keep:
             if not self.up or len(self.writes) - self.kept >= self.max_droppable:
                 self.dropped += 1
+                write.settle()
                 return
         elif self.kept >= self.max_kept:
             oldest = next(i for i, w in enumerate(self.writes) if w.keep)
             lost = self.writes[oldest]
             del self.writes[oldest]
+            lost.settle()
             self.kept -= 1
             self.lost += 1
             if self.lost == 1 or self.lost % 1000 == 0:
@@ -123,6 +132,7 @@ class Outbox:
 
     def _pop(self) -> None:
         write = self.writes.popleft()
+        write.settle()
         self.kept -= write.keep
         self._pending()
 

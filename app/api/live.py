@@ -171,8 +171,9 @@ class LiveConnection:
             else:
                 if not await self.refuse_late_frames():
                     return
+                # the room is free on every replica before the speaker hears 'done'
+                await self.publisher.finish_room()
                 await self.publisher.send({"type": "done"})
-                self.end_room()
                 code = CLOSE_GOING_AWAY if self.state.shutting_down else CLOSE_NORMAL
             await self.ws.close(code=code)
         except (ConnectionGone, WebSocketDisconnect, RuntimeError, OSError):

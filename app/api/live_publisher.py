@@ -10,6 +10,7 @@ replicas plugs in here (``publish``), not in the translator or the reader.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -22,6 +23,7 @@ from app.transcripts.recorder import TranscriptRecorder
 from app.transcripts.store import TalkRecord, TranscriptLine
 
 MAX_OPEN_SEGMENTS = 4096  # segments whose first caption time waits for their finals
+RELEASE_WAIT_S = 2.0  # how long ``done`` waits for the bus to free the room
 
 
 class ConnectionGone(Exception):
@@ -122,12 +124,25 @@ class CaptionPublisher:
             self._first.pop(segment, None)
             self._finals.pop(segment, None)
 
-    def end_room(self) -> None:
-        """The talk is over (``done`` sent, or the speaker left): viewers get ``ended``."""
+    def end_room(self) -> asyncio.Future[None] | None:
+        """The talk is over (the speaker stopped or left): viewers get ``ended``. Returns
+        the bus's release when it lands later (``finish_room`` waits for it)."""
         if self.room is not None:
             self.rooms.release(self.room, self.owner)
             self.room = None
+        released = None
         if self.talk is not None:
             if self.bus is not None:
-                self.bus.release(self.talk)
+                released = self.bus.release(self.talk)
             self.talk = None
+        return released
+
+    async def finish_room(self, wait_s: float = RELEASE_WAIT_S) -> None:
+        """End the talk and wait (at most ``wait_s``) until the bus has the room free, so a
+        speaker who heard ``done`` can hand the room to one on another replica at once.
+        Redis away: the release waits in the outbox and the room is free when it lands
+        (or when the lease runs out)."""
+        released = self.end_room()
+        if released is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(released), wait_s)

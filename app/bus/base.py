@@ -12,6 +12,7 @@ other replicas), so it imports nothing above it.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -69,7 +70,9 @@ class RoomBus(Protocol):
 
     async def claim(self, talk: TalkInfo) -> None: ...
 
-    def release(self, talk: TalkInfo) -> None: ...
+    def release(self, talk: TalkInfo) -> asyncio.Future[None] | None:
+        """Free the room; never waits. A future when the release lands later (it
+        completes once made or given up), None when it is already done."""
 
     def caption(self, talk: TalkInfo, payload: dict[str, Any], text: str) -> None: ...
 

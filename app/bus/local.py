@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from app.bus.base import RoomListener, TalkInfo
@@ -19,8 +20,8 @@ class LocalBus:
     async def claim(self, talk: TalkInfo) -> None:
         return None  # the registry's own claim is the only one
 
-    def release(self, talk: TalkInfo) -> None:
-        return None
+    def release(self, talk: TalkInfo) -> asyncio.Future[None] | None:
+        return None  # nothing to wait for: the registry's release is immediate
 
     def caption(self, talk: TalkInfo, payload: dict[str, Any], text: str) -> None:
         return None

@@ -153,10 +153,13 @@ class RedisBus:
         self._put(lambda: self.client.publish(self._channel(talk.room), message),
                   keep=True, what="talk start")
 
-    def release(self, talk: TalkInfo) -> None:
+    def release(self, talk: TalkInfo) -> asyncio.Future[None] | None:
+        """Free the room and end its talk for other replicas' viewers; never waits. The
+        future completes when Redis has it (a caller may wait, bounded: a next speaker on
+        another replica can claim the room only then)."""
         owned = self.owned.get(talk.room)
         if owned is None or owned[0].talk_id != talk.talk_id:
-            return
+            return None
         del self.owned[talk.room]
         message = json.dumps({"k": "end", "replica": self.replica, "talk": talk.talk_id})
 
@@ -164,7 +167,7 @@ class RedisBus:
             await self._release(keys=[self._owner(talk.room)], args=[owned[1]])
             await self.client.publish(self._channel(talk.room), message)
 
-        self._put(write, keep=True, what="talk end")
+        return self._put(write, keep=True, what="talk end", wait=True)
 
     # -- frames --------------------------------------------------------------------------
     def caption(self, talk: TalkInfo, payload: dict[str, Any], text: str) -> None:
@@ -211,14 +214,17 @@ class RedisBus:
         return frames
 
     # -- tasks ---------------------------------------------------------------------------
-    def _put(self, write: Callable[[], Awaitable[Any]], *, keep: bool, what: str) -> None:
+    def _put(self, write: Callable[[], Awaitable[Any]], *, keep: bool, what: str,
+             wait: bool = False) -> asyncio.Future[None] | None:
         async def run() -> None:
             try:
                 await write()
             except DOWN_ERRORS as exc:
                 raise StoreUnavailable(str(exc)) from None
 
-        self.outbox.put(Write(run, keep, what))
+        done = asyncio.get_running_loop().create_future() if wait else None
+        self.outbox.put(Write(run, keep, what, done))
+        return done
 
     async def _listen(self, subscribed: asyncio.Event) -> None:
         """Hand other replicas' frames to this replica's rooms; resubscribe after an outage."""

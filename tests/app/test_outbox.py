@@ -92,3 +92,22 @@ def test_a_bug_in_one_write_does_not_stop_the_rest() -> None:
         return store.written
 
     assert asyncio.run(scenario()) == ["final 1"]
+
+
+def test_a_waited_write_completes_only_once_the_store_has_it() -> None:
+    async def scenario() -> tuple[bool, bool, list[str]]:
+        store, box = FlakyStore(), Outbox("test")
+        task = asyncio.create_task(box.run())
+        store.up = False
+        release = store.write("final release")
+        release.done = asyncio.get_running_loop().create_future()
+        box.put(release)
+        await asyncio.sleep(0.05)
+        while_down = release.done.done()
+        store.up = True
+        await asyncio.wait_for(release.done, 5)
+        task.cancel()
+        return while_down, release.done.done(), store.written
+
+    while_down, landed, written = asyncio.run(scenario())
+    assert not while_down and landed and written == ["final release"]

@@ -151,6 +151,7 @@ def test_a_token_admits_to_its_talk_only_and_transcripts_survive_a_restart(
             await ws.send(json.dumps({"type": "start", "target_lang": "de", "room": room,
                                       "drafters": []}))
             ready = json.loads(await ws.recv())
+            assert ready["type"] == "ready", ready  # the room is free the moment 'done' came
             await _speak(ws, 0, text)
             await _until_finals(ws, spoken, 1)
             await ws.send(json.dumps({"type": "stop"}))
