@@ -88,6 +88,16 @@ class Outbox:
         self._wake.set()
         self._pending()
 
+    def barrier(self) -> asyncio.Future[None]:
+        """A future that completes once every write put before it is made, skipped or
+        lost (writes run in order): "what this talk wrote has landed"."""
+        async def nothing() -> None:
+            return None
+
+        done = asyncio.get_running_loop().create_future()
+        self.put(Write(nothing, keep=True, what="barrier", done=done))
+        return done
+
     async def run(self) -> None:
         """Make the writes until cancelled."""
         failures = 0

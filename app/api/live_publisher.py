@@ -23,7 +23,7 @@ from app.transcripts.recorder import TranscriptRecorder
 from app.transcripts.store import TalkRecord, TranscriptLine
 
 MAX_OPEN_SEGMENTS = 4096  # segments whose first caption time waits for their finals
-RELEASE_WAIT_S = 2.0  # how long ``done`` waits for the bus to free the room
+RELEASE_WAIT_S = 2.0  # how long ``done`` waits for the room's release and transcript
 
 
 class ConnectionGone(Exception):
@@ -138,11 +138,16 @@ class CaptionPublisher:
         return released
 
     async def finish_room(self, wait_s: float = RELEASE_WAIT_S) -> None:
-        """End the talk and wait (at most ``wait_s``) until the bus has the room free, so a
-        speaker who heard ``done`` can hand the room to one on another replica at once.
-        Redis away: the release waits in the outbox and the room is free when it lands
-        (or when the lease runs out)."""
-        released = self.end_room()
-        if released is not None:
+        """End the talk and wait (at most ``wait_s``) until the bus has the room free and
+        the talk's transcript is written, so a speaker who heard ``done`` can hand the room
+        to one on another replica at once and download the whole transcript. A store
+        away: its writes wait in their outbox and land when it returns (the room is free
+        then, or when the lease runs out)."""
+        recorder = self.recorder if self.talk is not None else None
+        pending = [self.end_room()]
+        if recorder is not None:
+            pending.append(recorder.written())
+        waits = [asyncio.shield(f) for f in pending if f is not None]
+        if waits:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(released), wait_s)
+                await asyncio.wait_for(asyncio.gather(*waits), wait_s)

@@ -55,6 +55,10 @@ class TranscriptRecorder:
 
         self._put(write, "transcript line")
 
+    def written(self) -> asyncio.Future[None]:
+        """Completes once every line recorded so far is in the store (or given up)."""
+        return self.outbox.barrier()
+
     def _put(self, write: Callable[[], Awaitable[None]], what: str) -> None:
         async def run() -> None:
             try:

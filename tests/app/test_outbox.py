@@ -111,3 +111,22 @@ def test_a_waited_write_completes_only_once_the_store_has_it() -> None:
 
     while_down, landed, written = asyncio.run(scenario())
     assert not while_down and landed and written == ["final release"]
+
+
+def test_a_barrier_completes_after_every_earlier_write() -> None:
+    async def scenario() -> tuple[bool, list[str]]:
+        store, box = FlakyStore(), Outbox("test")
+        task = asyncio.create_task(box.run())
+        store.up = False
+        box.put(store.write("final 0"))
+        box.put(store.write("final 1"))
+        barrier = box.barrier()
+        await asyncio.sleep(0.05)
+        early = barrier.done()
+        store.up = True
+        await asyncio.wait_for(barrier, 5)
+        task.cancel()
+        return early, store.written
+
+    early, written = asyncio.run(scenario())
+    assert not early and written == ["final 0", "final 1"]

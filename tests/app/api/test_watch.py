@@ -79,10 +79,21 @@ def test_viewers_see_every_final_of_their_language_once_in_order(live_server) ->
                 await ws.send(json.dumps({"type": kind, "segment": 2, "text": text}))
             await ws.send(json.dumps({"type": "stop"}))
             await _read_until(ws, spoken, lambda fs: fs[-1]["type"] == "done")
+        # the moment 'done' came, the talk's transcript is whole (in --data-dir's SQLite)
+        async with httpx.AsyncClient(base_url=live_server.url, timeout=30) as http:
+            for lang in ("de", "ja"):
+                r = await http.get(f"/v1/rooms/{room}/transcript",
+                                   params={"lang": lang, "format": "json"})
+                transcripts[lang] = r.json()
         codes = await asyncio.wait_for(asyncio.gather(*viewers, late_viewer), 60)
         return ready, spoken, *codes
 
+    transcripts: dict[str, dict] = {}
     ready, spoken, *codes = asyncio.run(main())
+    for lang in ("de", "ja"):
+        lines = transcripts[lang]["lines"]
+        assert [(x["segment"], x["text"]) for x in lines] == [
+            (c["segment"], c["text"]) for c in _finals(spoken, lang)]
     assert ready["type"] == "ready" and ready["room"] == room and "viewer_token" not in ready
     assert [m for m in spoken if m["type"] == "error"] == []
     assert codes == [1000, 1000, 1000]
