@@ -98,7 +98,8 @@ async def _open_rooms(state: ServerState) -> None:
         on_pending=metrics.bus_pending_finals.set)
     await state.bus.start(state.rooms)
     client = getattr(state.bus, "client", None)
-    state.transcripts = open_transcripts(settings.data_dir, client)
+    state.transcripts = open_transcripts(
+        settings.data_dir, client, retention_days=settings.transcript_retention_days)
     state.recorder = TranscriptRecorder(state.transcripts,
                                         on_line=metrics.transcript_lines.inc,
                                         on_error=metrics.bus_errors.inc)

@@ -181,6 +181,10 @@ class ServerSettings(BaseSettings):
         description="folder for durable data without a room bus (transcripts.sqlite3); "
                     "default: livetrans in $XDG_DATA_HOME, else in .local/share of your "
                     "home folder")
+    transcript_retention_days: float = Field(
+        30.0, ge=0, le=36500, allow_inf_nan=False,
+        description="days a talk's transcript is kept after the talk started (0: until the "
+                    "room's newer talks push it out, 200 per room)")
     log_level: Literal[LOG_LEVELS] = Field(
         "info", description="critical, error, warning, info or debug")
     log_format: Literal["text", "json"] = Field(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from app.transcripts.sqlite_store import FILE_NAME, SqliteTranscriptStore, TranscriptDirError
 from app.transcripts.store import (
+    DEFAULT_RETENTION_DAYS,
     TalkRecord,
     TranscriptLine,
     TranscriptStore,
@@ -28,13 +29,16 @@ __all__ = ["TalkRecord", "TranscriptDirError", "TranscriptLine", "TranscriptStor
 
 
 def open_transcripts(data_dir: Path, redis_client: redis.asyncio.Redis | None = None,
-                     prefix: str = "livetrans") -> TranscriptStore:
+                     prefix: str = "livetrans", *,
+                     retention_days: float | None = DEFAULT_RETENTION_DAYS) -> TranscriptStore:
     """The transcript store: on Redis with ``redis_client`` (keys under ``prefix``; the
     client stays its owner's to close), else SQLite at ``data_dir/transcripts.sqlite3``,
-    making the folder. A folder that cannot hold it raises ``TranscriptDirError`` (an
-    ``OSError``) with one line naming it."""
+    making the folder; talks are kept ``retention_days`` after they start (0: until their
+    room's newer talks push them out). A folder that cannot hold it raises
+    ``TranscriptDirError`` (an ``OSError``) with one line naming it."""
     if redis_client is not None:
         from app.transcripts.redis_store import RedisTranscriptStore
 
-        return RedisTranscriptStore(redis_client, prefix)
-    return SqliteTranscriptStore(Path(data_dir).expanduser() / FILE_NAME)
+        return RedisTranscriptStore(redis_client, prefix, retention_days=retention_days)
+    return SqliteTranscriptStore(Path(data_dir).expanduser() / FILE_NAME,
+                                 retention_days=retention_days)

@@ -10,9 +10,11 @@ Keys, under the bus's prefix, all bounded (``app.transcripts.store``):
 
 Room names (``A-Z a-z 0-9 . _ -``), talk ids (hex) and language codes hold no ``:``, so keys
 cannot collide. A line is written by one Lua script (the bound check, the write and the
-talk's record happen at once). Nothing expires: transcripts are kept until a room's newer
-talks push them out. Run Redis with persistence (as docker/compose.yaml does) to keep them
-across a Redis restart.
+talk's record happen at once). Every write renews the retention (``retention_days``) on the
+keys it touches, so a talk's keys expire that long after its last line, and the room's
+list hides (and, when a talk begins, drops) talks that started longer ago than that; with
+no retention, transcripts are kept until a room's newer talks push them out. Run Redis
+with persistence (as docker/compose.yaml does) to keep them across a Redis restart.
 
 A Redis that cannot be reached raises ``TranscriptUnavailable``: the recorder keeps the
 line and retries, a download answers 503.
@@ -78,11 +80,22 @@ local function touch(talk_key, talks_key, talk_id, started_at, first_lang, last_
   return created
 end
 """
-START_TALK = _TOUCH + "return touch(KEYS[1], KEYS[2], ARGV[1], ARGV[2], 3, #ARGV)\n"
+# Record a talk. KEYS: the talk's hash, the room's talks. ARGV: talk id, started_at,
+# retention in ms (0: keep), expiry cutoff (talks started before it are dropped from the
+# room's list), languages... Returns 1 if the talk is new here.
+START_TALK = _TOUCH + """
+local created = touch(KEYS[1], KEYS[2], ARGV[1], ARGV[2], 5, #ARGV)
+if tonumber(ARGV[3]) > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[4])
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+end
+return created
+"""
 # Keep a line unless its talk's transcript in that language is full (a segment already
 # there is replaced: a retry). KEYS: lines, the talk's hash, the room's talks. ARGV: talk
-# id, started_at (if the talk is new here), language, segment, line as JSON, max lines.
-# Returns {talk created (1/0), line kept (1/0)}.
+# id, started_at (if the talk is new here), language, segment, line as JSON, max lines,
+# retention in ms (0: keep). Returns {talk created (1/0), line kept (1/0)}.
 ADD_LINE = _TOUCH + """
 local created = touch(KEYS[2], KEYS[3], ARGV[1], ARGV[2], 3, 3)
 if redis.call('HEXISTS', KEYS[1], ARGV[4]) == 0 and
@@ -90,6 +103,9 @@ if redis.call('HEXISTS', KEYS[1], ARGV[4]) == 0 and
   return {created, 0}
 end
 redis.call('HSET', KEYS[1], ARGV[4], ARGV[5])
+if tonumber(ARGV[7]) > 0 then
+  for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[7]) end
+end
 return {created, 1}
 """
 
@@ -105,8 +121,11 @@ class RedisTranscriptStore:
 
     def __init__(self, client: aioredis.Redis, prefix: str = "livetrans", *,
                  max_talks: int | None = None, max_lines: int | None = None,
+                 retention_days: float | None = bounds.DEFAULT_RETENTION_DAYS,
                  own_client: bool = False) -> None:
         self.client = client
+        self.retention_s = bounds.retention_seconds(retention_days)
+        self.retention_ms = 0 if self.retention_s is None else int(self.retention_s * 1000)
         self.prefix = prefix
         self.max_talks = max_talks if max_talks is not None else bounds.MAX_TALKS_PER_ROOM
         self.max_lines = max_lines if max_lines is not None else bounds.MAX_LINES_PER_TALK
@@ -157,7 +176,10 @@ class RedisTranscriptStore:
         async def op() -> None:
             created = await self._start(
                 keys=[self._talk_key(talk.room, talk.talk_id), self._talks_key(talk.room)],
-                args=[talk.talk_id, started_at, *clean_langs(talk.langs)])
+                args=[talk.talk_id, started_at, self.retention_ms,
+                      repr(bounds.expired_before(self.retention_s)) if self.retention_ms
+                      else "0",
+                      *clean_langs(talk.langs)])
             if int(created):
                 await self._evict(talk.room)
 
@@ -175,7 +197,7 @@ class RedisTranscriptStore:
                 keys=[self._lines_key(room, talk_id, lang), self._talk_key(room, talk_id),
                       self._talks_key(room)],
                 args=[talk_id, repr(time.time() - line.end_s), lang, str(line.segment),
-                      value, self.max_lines])
+                      value, self.max_lines, self.retention_ms])
             if int(created):
                 await self._evict(room)
             return bool(int(kept))
@@ -185,15 +207,20 @@ class RedisTranscriptStore:
 
     async def talks(self, room: str) -> list[TalkRecord]:
         async def op() -> list[TalkRecord]:
-            members = await self.client.zrange(self._talks_key(room), 0, -1, withscores=True)
+            cutoff = bounds.expired_before(self.retention_s)
+            members = await self.client.zrangebyscore(
+                self._talks_key(room), "-inf" if cutoff == float("-inf") else repr(cutoff),
+                "+inf", withscores=True)
             ids = [_text(member) for member, _ in members]
             pipe = self.client.pipeline(transaction=False)
             for talk_id in ids:
-                pipe.hget(self._talk_key(room, talk_id), "langs")
-            langs = await pipe.execute() if ids else []
+                pipe.hgetall(self._talk_key(room, talk_id))
+            records = await pipe.execute() if ids else []
+            # a talk whose record expired (or was evicted) is gone, whatever the list says
             return [TalkRecord(room=room, talk_id=talk_id, started_at=float(score),
-                               langs=_langs(raw))
-                    for talk_id, (_, score), raw in zip(ids, members, langs, strict=True)]
+                               langs=_langs(_field(record, "langs")))
+                    for talk_id, (_, score), record in zip(ids, members, records, strict=True)
+                    if record]
 
         return await self._call("list talks", op)
 
@@ -218,6 +245,11 @@ class RedisTranscriptStore:
                 await self.client.aclose()
             except DOWN_ERRORS:
                 pass
+
+
+def _field(record: dict[Any, Any], name: str) -> Any:
+    """A hash field, whether the client decodes responses or not."""
+    return record.get(name, record.get(name.encode()))
 
 
 def _langs(raw: Any) -> tuple[str, ...]:

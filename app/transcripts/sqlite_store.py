@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS talks (
     PRIMARY KEY (room, talk_id)
 );
 CREATE INDEX IF NOT EXISTS talks_by_start ON talks (room, started_at);
+CREATE INDEX IF NOT EXISTS talks_by_age ON talks (started_at);
 CREATE TABLE IF NOT EXISTS lines (
     room TEXT NOT NULL,
     talk_id TEXT NOT NULL,
@@ -75,8 +76,10 @@ class SqliteTranscriptStore:
     """``TranscriptStore`` on a SQLite file; survives a restart (open the same file)."""
 
     def __init__(self, path: Path, *, max_talks: int | None = None,
-                 max_lines: int | None = None) -> None:
+                 max_lines: int | None = None,
+                 retention_days: float | None = bounds.DEFAULT_RETENTION_DAYS) -> None:
         self.path = Path(path)
+        self.retention_s = bounds.retention_seconds(retention_days)
         self.max_talks = max_talks if max_talks is not None else bounds.MAX_TALKS_PER_ROOM
         self.max_lines = max_lines if max_lines is not None else bounds.MAX_LINES_PER_TALK
         self._full = FullWarnings(log)
@@ -112,6 +115,18 @@ class SqliteTranscriptStore:
             conn.close()
             raise
         self._conn = conn
+        with self._transaction() as tx:
+            self._expire(tx)
+
+    def _expire(self, conn: sqlite3.Connection) -> None:
+        """Talks older than the retention go, with their lines (at start-up and whenever
+        a talk begins: the ``talks_by_age`` index makes it cheap)."""
+        cutoff = bounds.expired_before(self.retention_s)
+        if cutoff == float("-inf"):
+            return
+        conn.execute("DELETE FROM lines WHERE (room, talk_id) IN "
+                     "(SELECT room, talk_id FROM talks WHERE started_at < ?)", (cutoff,))
+        conn.execute("DELETE FROM talks WHERE started_at < ?", (cutoff,))
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -148,6 +163,7 @@ class SqliteTranscriptStore:
                          "VALUES (?, ?, ?, ?)",
                          (room, talk_id, started_at, json.dumps(list(clean_langs(langs)))))
             self._evict(conn, room)
+            self._expire(conn)
             return
         known = tuple(json.loads(row[0]))
         merged = clean_langs(known, langs)
@@ -188,8 +204,9 @@ class SqliteTranscriptStore:
     def _talks(self, room: str) -> list[TalkRecord]:
         assert self._conn is not None
         rows = self._conn.execute(
-            "SELECT talk_id, started_at, langs FROM talks WHERE room = ? "
-            "ORDER BY started_at, rowid", (room,)).fetchall()
+            "SELECT talk_id, started_at, langs FROM talks WHERE room = ? AND started_at >= ? "
+            "ORDER BY started_at, rowid",
+            (room, bounds.expired_before(self.retention_s))).fetchall()
         return [TalkRecord(room=room, talk_id=talk_id, started_at=started_at,
                            langs=tuple(json.loads(langs))) for talk_id, started_at, langs in rows]
 

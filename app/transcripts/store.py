@@ -7,7 +7,10 @@ room used all year, or a speaker who never stops, cannot fill the disk or Redis:
 - ``MAX_TALKS_PER_ROOM`` talks per room (a new talk pushes out the oldest, with its lines);
 - ``MAX_LINES_PER_TALK`` lines per talk and language (further lines are refused, logged
   once, never kept);
-- ``MAX_TEXT_CHARS`` characters of source and of translation per line (cut).
+- ``MAX_TEXT_CHARS`` characters of source and of translation per line (cut);
+- a retention (``serve --transcript-retention-days``, ``DEFAULT_RETENTION_DAYS``): a talk is
+  gone that long after it started, so the number of rooms cannot grow them without end
+  either (0 keeps transcripts until their room's newer talks push them out).
 
 Writes are idempotent per (room, talk, language, segment): the recorder retries a write
 after an outage without knowing whether the first attempt landed, and a line is kept once.
@@ -29,6 +32,7 @@ MAX_TALKS_PER_ROOM = 200
 MAX_LINES_PER_TALK = 20_000  # per talk and language: hours of captions
 MAX_TEXT_CHARS = 2_000
 MAX_SECONDS = 10_000_000.0  # times past ~115 days are not a talk's; they are clamped
+DEFAULT_RETENTION_DAYS = 30.0
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -135,3 +139,17 @@ class FullWarnings:
             self._warned.popitem(last=False)
         self.log.warning("transcript of talk %s (%s) holds %d lines, its bound: further "
                          "lines of it are not kept", talk_id[:32], lang[:16], limit)
+
+
+def retention_seconds(days: float | None) -> float | None:
+    """A retention in days as seconds; None (keep) for None, 0 or a negative number."""
+    if days is None or not math.isfinite(days) or days <= 0:
+        return None
+    return days * 86400.0
+
+
+def expired_before(retention_s: float | None, now: float | None = None) -> float:
+    """The start time (unix seconds) before which a talk is expired; -inf when kept."""
+    if retention_s is None:
+        return -math.inf
+    return (time.time() if now is None else now) - retention_s

@@ -5,6 +5,7 @@ refusal in OpenAI's error shape."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ LOOPBACK = "http://127.0.0.1"  # a name the server answers to (--allowed-hosts)
 KEY = "operator-key"
 ROOM = "keynote-1"
 OLD, NEW = "0000000000000aaa", "0000000000000bbb"
+T0 = float(int(time.time()) - 86400)  # a day ago: inside the transcripts' retention
 
 
 def _app(api_keys: list[str] | None = None) -> FastAPI:
@@ -41,14 +43,14 @@ def _app(api_keys: list[str] | None = None) -> FastAPI:
 def _seed(store: TranscriptStore) -> None:
     """Two talks in ROOM: OLD (de) then NEW (de, ja); another room's talk."""
     async def write() -> None:
-        await store.start_talk(TalkRecord(ROOM, OLD, 1000.0, ("de",)))
+        await store.start_talk(TalkRecord(ROOM, OLD, T0 + 1000.0, ("de",)))
         await store.add(ROOM, OLD, "de", TranscriptLine(0, 0.5, 1.5, "old", "alt"))
-        await store.start_talk(TalkRecord(ROOM, NEW, 2000.0, ("de", "ja")))
+        await store.start_talk(TalkRecord(ROOM, NEW, T0 + 2000.0, ("de", "ja")))
         for seg, text in enumerate(["Hallo --> Welt", "zwei\n\nZeilen", "drei"]):
             await store.add(ROOM, NEW, "de", TranscriptLine(seg, seg * 2.0, seg * 2.0 + 1,
                                                             f"src {seg}", text))
         await store.add(ROOM, NEW, "ja", TranscriptLine(0, 0.0, 1.0, "src", "こんにちは"))
-        await store.start_talk(TalkRecord("other-room", "0000000000000ccc", 3000.0, ("de",)))
+        await store.start_talk(TalkRecord("other-room", "0000000000000ccc", T0 + 3000.0, ("de",)))
 
     asyncio.run(write())
 
@@ -137,7 +139,7 @@ def test_unknown_rooms_talks_and_languages_are_404(sqlite_store) -> None:
 
 def test_a_talk_without_lines_yet_is_an_empty_file(tmp_path: Path) -> None:
     store = open_transcripts(tmp_path)
-    asyncio.run(store.start_talk(TalkRecord(ROOM, NEW, 1.0, ("de",))))
+    asyncio.run(store.start_talk(TalkRecord(ROOM, NEW, T0 + 1.0, ("de",))))
     r = _get(_client(store), lang="de", format="srt")
     assert r.status_code == 200 and r.text == ""
     asyncio.run(store.close())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from app.transcripts.store import TalkRecord, TranscriptLine, TranscriptUnavaila
 from tests.redis_server import RedisServer, redis_server
 
 ROOM = "keynote-1"
+EPOCH = float(int(time.time()) - 86400)
 
 
 @pytest.fixture()
@@ -33,7 +35,8 @@ def _client(url: str, decode: bool = True) -> aioredis.Redis:
 
 def _talk(talk_id: str, started_at: float = 1000.0, room: str = ROOM,
           langs: tuple[str, ...] = ("de", "ja")) -> TalkRecord:
-    return TalkRecord(room=room, talk_id=talk_id, started_at=started_at, langs=langs)
+    """A talk ``started_at`` seconds after ``EPOCH`` (a day ago: inside the retention)."""
+    return TalkRecord(room=room, talk_id=talk_id, started_at=EPOCH + started_at, langs=langs)
 
 
 def _line(segment: int, text: str = "") -> TranscriptLine:
@@ -138,6 +141,34 @@ def test_a_room_keeps_its_newest_talks_and_nothing_of_the_others(
     assert all(key.startswith("lt:") for key in keys)
     assert not any(":t0" in key or ":t1" in key for key in keys)  # their lines went too
     assert sum(":transcript:" in key for key in keys) == 6  # 3 talks x 2 languages
+
+
+def test_every_key_expires_and_old_talks_leave_the_room(redis: RedisServer) -> None:
+    now = time.time()
+
+    async def scenario() -> tuple[list[int], list[str], list[str], list[str]]:
+        client = _client(redis.url)
+        try:
+            keep = RedisTranscriptStore(client, prefix="lt", retention_days=0)
+            await keep.start_talk(TalkRecord(ROOM, "old", now - 31 * 86400, ("de",)))
+            await keep.add(ROOM, "old", "de", _line(0))
+            store = RedisTranscriptStore(client, prefix="lt", retention_days=30)
+            hidden = [t.talk_id for t in await store.talks(ROOM)]  # listed by start time
+            await store.start_talk(_talk("fresh", langs=("de",)))
+            await store.add(ROOM, "fresh", "de", _line(0))
+            ttls = [await client.pttl(key) for key in await client.keys("lt:*:fresh*")]
+            ttls.append(await client.pttl(f"lt:talks:{ROOM}"))
+            members = await client.zrange(f"lt:talks:{ROOM}", 0, -1)
+            left = [t.talk_id for t in await store.talks(ROOM)]
+            return ttls, hidden, members, left
+        finally:
+            await client.aclose()
+
+    ttls, hidden, members, left = asyncio.run(scenario())
+    month_ms = 30 * 86400 * 1000
+    assert len(ttls) == 3 and all(month_ms - 60_000 < ttl <= month_ms for ttl in ttls)
+    assert hidden == []  # past the retention: not served, even before Redis expires it
+    assert members == ["fresh"] and left == ["fresh"]  # a new talk drops it from the room
 
 
 def test_a_full_transcript_refuses_new_lines_and_warns_once(

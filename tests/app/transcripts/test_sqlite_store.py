@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -17,11 +18,13 @@ from app.transcripts.sqlite_store import FILE_NAME, SqliteTranscriptStore, Trans
 from app.transcripts.store import TalkRecord, TranscriptLine, TranscriptUnavailable
 
 ROOM = "keynote-1"
+EPOCH = float(int(time.time()) - 86400)
 
 
 def _talk(talk_id: str, started_at: float = 1000.0, room: str = ROOM,
           langs: tuple[str, ...] = ("de", "ja")) -> TalkRecord:
-    return TalkRecord(room=room, talk_id=talk_id, started_at=started_at, langs=langs)
+    """A talk ``started_at`` seconds after ``EPOCH`` (a day ago: inside the retention)."""
+    return TalkRecord(room=room, talk_id=talk_id, started_at=EPOCH + started_at, langs=langs)
 
 
 def _line(segment: int, text: str = "", source: str = "src") -> TranscriptLine:
@@ -29,7 +32,7 @@ def _line(segment: int, text: str = "", source: str = "src") -> TranscriptLine:
                           source=source, text=text or f"Satz {segment}")
 
 
-def _open(tmp_path: Path, **bounds: int) -> SqliteTranscriptStore:
+def _open(tmp_path: Path, **bounds: float) -> SqliteTranscriptStore:
     return SqliteTranscriptStore(tmp_path / FILE_NAME, **bounds)
 
 
@@ -129,6 +132,53 @@ def test_a_room_keeps_its_newest_talks_and_their_lines_only(
     assert left == ["t2", "t3", "t4"]
     assert gone == [] and rows == 3  # the old talks' lines went with them
     assert other == ["other"]  # the bound is per room
+
+
+@pytest.mark.parametrize("days, kept", [(30.0, False), (0.0, True)], ids=["30-days", "keep"])
+def test_talks_older_than_the_retention_are_gone_with_their_lines(
+        tmp_path: Path, days: float, kept: bool) -> None:
+    now = time.time()
+    old = TalkRecord(room="old-room", talk_id="old", started_at=now - 31 * 86400,
+                     langs=("de",))
+
+    async def write() -> None:
+        store = _open(tmp_path, retention_days=0)  # written while nothing expired
+        try:
+            await store.start_talk(old)
+            await store.add("old-room", "old", "de", _line(0))
+        finally:
+            await store.close()
+
+    async def read() -> tuple[list[TalkRecord], list[TalkRecord]]:
+        store = _open(tmp_path, retention_days=days)  # start-up removes what expired
+        try:
+            listed = await store.talks("old-room")
+            await store.start_talk(_talk("fresh"))
+            return listed, await store.talks(ROOM)
+        finally:
+            await store.close()
+
+    asyncio.run(write())
+    listed, fresh = asyncio.run(read())
+    with closing(sqlite3.connect(tmp_path / FILE_NAME)) as db:
+        (rows,) = db.execute("SELECT COUNT(*) FROM lines WHERE talk_id = 'old'").fetchone()
+    assert [t.talk_id for t in listed] == (["old"] if kept else [])
+    assert rows == (1 if kept else 0)
+    assert [t.talk_id for t in fresh] == ["fresh"]
+
+
+def test_a_talk_that_ages_past_the_retention_is_no_longer_listed(tmp_path: Path) -> None:
+    async def scenario() -> tuple[list[str], list[str]]:
+        store = _open(tmp_path, retention_days=30)
+        try:
+            await store.start_talk(_talk("a1"))
+            before = [t.talk_id for t in await store.talks(ROOM)]
+            store.retention_s = 3600.0  # as if a month had passed: it started a day ago
+            return before, [t.talk_id for t in await store.talks(ROOM)]
+        finally:
+            await store.close()
+
+    assert asyncio.run(scenario()) == (["a1"], [])
 
 
 def test_a_full_transcript_refuses_new_lines_and_warns_once(
