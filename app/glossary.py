@@ -72,15 +72,32 @@ class Term:
     target: str
 
 
+# Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, Han), and
+# Hangul, whose particles attach to the noun: a term there has no word boundary to look for
+_UNSPACED_RANGES = ("\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u1100-\u11ff"
+                    "\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
+                    "\uac00-\ud7af\uf900-\ufaff")
+_SPACED_WORD_CHAR = f"[^\\W{_UNSPACED_RANGES}]"  # a letter or digit of a spaced script
+
+
+def _bounded(char: str) -> bool:
+    """Whether a term edge at ``char`` needs a word boundary: a word character of a script
+    that separates words by spaces."""
+    return bool(re.match(_SPACED_WORD_CHAR, char))
+
+
 def term_pattern(term: str) -> re.Pattern[str]:
     """``term`` on word boundaries, any case, any run of spaces between its words.
 
     A boundary is the edge of a word character only where the term itself starts or ends
-    with one: "C++" or "Node.js" match where they stand."""
+    with one: "C++" or "Node.js" match where they stand; and only against scripts that
+    put spaces between words: "機械翻訳" is found in "私は機械翻訳が好き", "AI" in "AIは"."""
     words = [re.escape(w) for w in term.split()]
     body = r"\s+".join(words)
-    start = r"(?<!\w)" if re.match(r"\w", term) else ""
-    end = r"(?!\w)" if re.search(r"\w$", term) else ""
+    edge = term.strip()
+    # the boundary: no letter or digit of a spaced script beside it ("AIは" holds "AI")
+    start = f"(?<!{_SPACED_WORD_CHAR})" if edge and _bounded(edge[0]) else ""
+    end = f"(?!{_SPACED_WORD_CHAR})" if edge and _bounded(edge[-1]) else ""
     return re.compile(start + body + end, re.IGNORECASE)
 
 

@@ -49,6 +49,19 @@ def test_entries_apply_on_word_boundaries_in_any_case_longest_first() -> None:
     assert applicable(None, "anything") == []
 
 
+def test_terms_in_scripts_without_spaces_apply_inside_the_sentence() -> None:
+    glossary = {"機械翻訳": "machine translation", "语言模型": "language model",
+                "기계번역": "machine translation", "การแปล": "translation"}
+    assert applicable(glossary, "私は機械翻訳が好きです") == [
+        Term("機械翻訳", "machine translation")]
+    assert applicable(glossary, "大语言模型很有用") == [Term("语言模型", "language model")]
+    assert applicable(glossary, "기계번역은 어렵다") == [Term("기계번역", "machine translation")]
+    assert applicable(glossary, "ระบบการแปลภาษา") == [Term("การแปล", "translation")]
+    # a Latin term keeps its boundaries next to such text too
+    assert applicable({"AI": "KI"}, "PAIN") == [] and applicable({"AI": "KI"}, "AIは") == [
+        Term("AI", "KI")]
+
+
 def test_a_target_term_counts_in_any_case_spacing_and_inside_compounds() -> None:
     assert contains_term("Das neue  Sprachmodell", "sprachmodell")
     assert contains_term("maschinelle\nÜbersetzung", "maschinelle Übersetzung")
