@@ -104,13 +104,31 @@ def start_redis(stack: ExitStack) -> str:
 
 async def _viewer(url: str, seen: dict, joined: list) -> None:
     async with websockets.connect(url, max_size=None, open_timeout=120) as ws:
-        assert json.loads(await ws.recv())["type"] == "joined"
+        first = json.loads(await ws.recv())
+        if first.get("type") != "joined":
+            raise RuntimeError(f"viewer refused: {first.get('code')}: {first.get('message')}")
         joined.append(1)
         async for raw in ws:
             frame = json.loads(raw)
             if frame.get("type") == "caption":
                 seen[(frame["segment"], frame["revision"], frame["final"])] = \
                     time.perf_counter()
+
+
+async def _all_joined(tasks: list[asyncio.Task], joined: list, limit_s: float = 120) -> None:
+    """Wait until every viewer got ``joined``; a viewer that failed (refused, closed) or a
+    join that takes longer than ``limit_s`` ends the run with the reason, never a hang."""
+    deadline = time.perf_counter() + limit_s
+    while len(joined) < len(tasks):
+        failed = [t for t in tasks if t.done()]
+        if failed:
+            exc = failed[0].exception() if not failed[0].cancelled() else None
+            raise RuntimeError(f"{len(failed)} of {len(tasks)} viewers ended before the talk "
+                               f"began; the first: {type(exc).__name__}: {exc}")
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"{len(tasks) - len(joined)} of {len(tasks)} viewers did not "
+                               f"join within {limit_s:g} s")
+        await asyncio.sleep(0.01)
 
 
 async def _talk(speaker_url: str, viewer_urls: list[tuple[str, bool]],
@@ -128,8 +146,13 @@ async def _talk(speaker_url: str, viewer_urls: list[tuple[str, bool]],
         tasks = [asyncio.create_task(_viewer(
             f"{url}/v1/live/watch?room={room}&lang=de", seen, joined))
             for (url, _), (seen, _) in zip(viewer_urls, views, strict=True)]
-        while len(joined) < len(tasks):
-            await asyncio.sleep(0.01)
+        try:
+            await _all_joined(tasks, joined)
+        except RuntimeError:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         t0 = time.perf_counter()
         for seg, sentence in enumerate(sentences):
             for update in lag_k_stream(sentence, 3):

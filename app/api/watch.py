@@ -80,13 +80,15 @@ async def _send_frames(ws: WebSocket, viewer: Viewer) -> None:
 
 
 async def _remote_recent(state: ServerState, viewer: Viewer, talk: TalkInfo,
-                         lang: str) -> list[dict]:
+                         lang: str) -> list[dict] | None:
     """A remote talk's recent finals, read after the viewer subscribed: a final is in
-    them or arrives after; one in both is skipped by its segment (``seen_through``)."""
+    them or arrives after; one in both is skipped by its segment (``seen_through``).
+    None when the bus cannot be read: the viewer is refused (retry) rather than joined
+    without the finals it came for."""
     try:
         recent = await state.bus.recent(talk, lang)
     except BusUnavailable:
-        return []  # the frames to come still arrive when the bus does
+        return None
     segments = [f.get("segment") for f in recent if isinstance(f.get("segment"), int)]
     viewer.seen_through = max(segments, default=-1)
     return recent
@@ -158,7 +160,13 @@ async def watch(ws: WebSocket) -> None:
         await _refuse(ws, CLOSE_POLICY, "lang_not_in_room", str(exc))
         return
     if remote is not None:
-        recent = await _remote_recent(state, viewer, remote, lang)
+        remote_recent = await _remote_recent(state, viewer, remote, lang)
+        if remote_recent is None:
+            registry.leave(viewer)
+            await _refuse(ws, CLOSE_TRY_AGAIN, "room_bus_unavailable",
+                          "the room bus cannot be reached now; retry shortly")
+            return
+        recent = remote_recent
     # joined before the first await: ``recent`` and the queue see each final exactly once
     sender: asyncio.Task | None = None
     reader: asyncio.Task | None = None

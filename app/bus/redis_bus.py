@@ -63,9 +63,18 @@ def redacted(url: str) -> str:
     return scheme + sep + rest
 
 
+MAX_CONNECTIONS = 32  # to Redis per replica: the subscription, the outbox, viewers' lookups
+POOL_WAIT_S = 10.0  # a lookup waits this long for a free connection, then is "unavailable"
+
+
 def connect(url: str) -> aioredis.Redis:
-    return aioredis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=2,
-                                   socket_timeout=5, health_check_interval=15)
+    """A client on a bounded pool that waits for a free connection: hundreds of viewers
+    joining at once share a few connections instead of each opening one (which, on a busy
+    machine, ran into the connect timeout and refused viewers while Redis was fine)."""
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT_S, decode_responses=True,
+        socket_connect_timeout=2, socket_timeout=5, health_check_interval=15)
+    return aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose closes it
 
 
 def probe(url: str, timeout: float = 3.0) -> None:

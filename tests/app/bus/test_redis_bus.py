@@ -13,6 +13,7 @@ import pytest
 
 from app import outbox as outbox_module
 from app.api.rooms import RoomRegistry
+from app.bus import redis_bus as redis_bus_module
 from app.bus.base import BusUnavailable, RoomTakenOnBus, TalkInfo
 from app.bus.redis_bus import RedisBus, probe
 from tests.redis_server import RedisServer, redis_server
@@ -80,6 +81,26 @@ def test_one_speaker_per_room_across_replicas(redis: RedisServer) -> None:
             await b.close(1)
 
     asyncio.run(scenario())
+
+
+def test_a_join_storm_shares_a_bounded_pool_of_connections(redis: RedisServer) -> None:
+    """Hundreds of viewers joining at once look the room up on Redis together: they wait
+    for one of ``MAX_CONNECTIONS`` connections rather than each opening its own (which
+    refused viewers with room_bus_unavailable in bench-bus with 500 viewers)."""
+    async def scenario() -> tuple[int, int]:
+        bus, registry = RedisBus(redis.url, "a"), RoomRegistry()
+        await bus.start(registry)
+        try:
+            await bus.claim(_talk("keynote", "a"))
+            found = await asyncio.gather(*(bus.current_talk("keynote") for _ in range(400)))
+            clients = await bus.client.client_list()
+            return sum(t is not None and t.talk_id == "t1" for t in found), len(clients)
+        finally:
+            await bus.close(1)
+
+    found, clients = asyncio.run(scenario())
+    assert found == 400
+    assert clients <= redis_bus_module.MAX_CONNECTIONS
 
 
 def test_frames_reach_the_other_replicas_viewers_once_and_in_order(redis: RedisServer) -> None:
