@@ -18,6 +18,8 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from drafters.scripts import SPACED_WORD_CHAR, spaced_word_char
+
 MAX_ENTRIES = 200
 MAX_TERM_CHARS = 100
 
@@ -72,20 +74,6 @@ class Term:
     target: str
 
 
-# Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, kana, Han), and
-# Hangul, whose particles attach to the noun: a term there has no word boundary to look for
-_UNSPACED_RANGES = ("\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u1100-\u11ff"
-                    "\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
-                    "\uac00-\ud7af\uf900-\ufaff")
-_SPACED_WORD_CHAR = f"[^\\W{_UNSPACED_RANGES}]"  # a letter or digit of a spaced script
-
-
-def _bounded(char: str) -> bool:
-    """Whether a term edge at ``char`` needs a word boundary: a word character of a script
-    that separates words by spaces."""
-    return bool(re.match(_SPACED_WORD_CHAR, char))
-
-
 def term_pattern(term: str) -> re.Pattern[str]:
     """``term`` on word boundaries, any case, any run of spaces between its words.
 
@@ -96,8 +84,8 @@ def term_pattern(term: str) -> re.Pattern[str]:
     body = r"\s+".join(words)
     edge = term.strip()
     # the boundary: no letter or digit of a spaced script beside it ("AIは" holds "AI")
-    start = f"(?<!{_SPACED_WORD_CHAR})" if edge and _bounded(edge[0]) else ""
-    end = f"(?!{_SPACED_WORD_CHAR})" if edge and _bounded(edge[-1]) else ""
+    start = f"(?<!{SPACED_WORD_CHAR})" if edge and spaced_word_char(edge[0]) else ""
+    end = f"(?!{SPACED_WORD_CHAR})" if edge and spaced_word_char(edge[-1]) else ""
     return re.compile(start + body + end, re.IGNORECASE)
 
 

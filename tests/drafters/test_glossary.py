@@ -46,3 +46,14 @@ def test_a_missing_term_is_proposed_whole_until_it_is_out() -> None:
     assert detokenize(d.propose(ctx(" Wir"), 99)) == " Korpus"
     assert detokenize(d.propose(ctx(" Ein KORPUS und"), 99)) == " Sprachmodell"
     assert d.propose(ctx(" Korpus, Sprachmodell"), 99) == []
+
+
+def test_terms_in_scripts_without_spaces_start_anywhere_and_need_no_space() -> None:
+    d = GlossaryContinuation(["機械翻訳システム", "ニューラル機械翻訳"], tokenize, detokenize)
+    # two characters of a Han or kana term, right after the particle before it
+    assert detokenize(d.propose(ctx("私たちは機械"), 99)) == "翻訳システム"
+    assert detokenize(d.propose(ctx("これはニュ"), 99)) == "ーラル機械翻訳"
+    assert d.propose(ctx("これは機"), 99) == []  # one character is no evidence
+    start = GlossaryStart(["機械翻訳", "Transformer"], tokenize, detokenize)
+    assert detokenize(start.propose(ctx("これは"), 99)) == "機械翻訳"  # no space before it
+    assert detokenize(start.propose(ctx("これは機械翻訳の"), 99)) == " Transformer"
