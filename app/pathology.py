@@ -14,9 +14,9 @@ Kinds, in the order ``diagnose`` reports them (one kind per output):
   ("Text-Text-Text-Text"), a phrase or hyphen-joined fragments ("Text-Caption-Text-Caption-
   Text-Caption"), a run of characters ("!!!!!!!!!!!!"), or characters of an unspaced script
   ("我们的我们的我们的");
-* ``prompt_example``: the output reproduces one of the prompt's example translations
-  while the source is not that example's source (the model answered the prompt, not the
-  speaker);
+* ``prompt_example``: the output reproduces one of the prompt's example translations (a
+  few-shot example, or an earlier final shown as context) while the source is not that
+  example's source (the model answered the prompt, not the speaker);
 * ``copy``: the output repeats the source's words instead of translating them;
 * ``wrong_script``: the output is written in a script the target language does not use
   (Latin letters where Chinese or Japanese is expected, ...).

@@ -447,7 +447,9 @@ def plan_prompt(fmt: PromptFormat, source: str, opts: TranslateOptions,
         prompt=fmt.translation(source, src, tgt, context=pairs, terms=shown),
         retry=fmt.retry_translation(source, src, tgt, context=pairs, terms=shown)
         if is_final else None,
-        terms=terms, examples=fmt.examples(src, tgt),
+        # the context pairs are examples too: a final that repeats an earlier final's
+        # translation for another source is no translation (seen on ACL ja with context)
+        terms=terms, examples=fmt.examples(src, tgt) + pairs,
         term_prompt=term_prompt if is_final and terms else None)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from app.engine.engine import GenerationResult
 from app.engine.verify import top2_gap
-from app.pathology import loops
+from app.pathology import diagnose, loops
 from app.prompts import FewShotFormat, TranslationPrompt, ours, tokenize_prompt, user
 from app.sessions import Session, SessionStore
 from app.translator import (
@@ -20,6 +20,7 @@ from app.translator import (
     UpdateOutcome,
     masked_tokens,
     next_draft,
+    plan_prompt,
     trailing_punctuation,
     translate_update,
 )
@@ -278,3 +279,18 @@ def test_the_translator_retries_a_looping_final_unless_it_was_streamed(engine) -
                                            on_text=streamed.append))
     assert out.retried is None and out.pathology == "loop"
     assert "".join(streamed) == out.result.text and loops(out.text)
+
+
+def test_the_context_finals_are_examples_for_the_leakage_detector() -> None:
+    """A final that repeats an earlier final's translation for another source is a
+    ``prompt_example`` (then retried, kept out of context and of the draft)."""
+    context = [("The first slide shows the plan.", "Die erste Folie zeigt den Plan.")]
+    opts = TranslateOptions(target_lang="de", context=2)
+    plan = plan_prompt(FMT, "Questions come at the end.", opts, context,
+                       is_final=True, max_context_chars=2000)
+    assert context[0] in plan.examples
+    assert diagnose("Die erste Folie zeigt den Plan.", "Questions come at the end.", "de",
+                    examples=plan.examples) == "prompt_example"
+    # the speaker saying the same sentence again is no leakage
+    assert diagnose("Die erste Folie zeigt den Plan.", "The first slide shows the plan.",
+                    "de", examples=plan.examples) is None
