@@ -74,6 +74,12 @@ class Metrics:
         self.bus_pending_finals = Gauge(
             "livetrans_room_bus_pending_finals", "finals and transcript lines waiting for "
             "the room bus or the transcript store to come back", registry=r)
+        self.task_restarts = Counter(
+            "livetrans_task_restarts_total", "background tasks (and the scheduler thread) "
+            "restarted after an unexpected exception, by task", ["task"], registry=r)
+        self.bus_skipped_messages = Counter(
+            "livetrans_room_bus_skipped_messages_total", "messages on the room bus that were "
+            "not ours to read (foreign or malformed) and were skipped", registry=r)
         self.transcript_lines = Counter(
             "livetrans_transcript_lines_total", "final captions written to transcripts",
             registry=r)

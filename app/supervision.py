@@ -1,0 +1,77 @@
+"""Supervised background tasks: a long-lived task that fails is logged, counted, restarted.
+
+A background task (the room bus's stream reader, its lease keeper, an outbox, the
+transcript writer) that ends on an unexpected exception ends silently in asyncio: nothing
+is logged until the task is collected, and whatever it did (renew leases, hand remote
+frames to viewers, write finals) simply stops while the server still says it is healthy.
+``Supervisor.spawn`` runs such a task in a loop: an exception is logged once with its
+traceback, counted (``on_restart``, a ``/metrics`` counter), and the task starts again after
+a backoff that grows while it keeps failing and resets once it has run a while.
+Cancellation is the one way to stop it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+log = logging.getLogger("livetrans.supervision")
+
+BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
+HEALTHY_AFTER_S = 30.0  # a task that ran this long before failing starts the backoff anew
+
+
+class Supervisor:
+    """Starts and watches named background tasks on the running event loop."""
+
+    def __init__(self, on_restart: Callable[[str], None] | None = None,
+                 backoff_s: tuple[float, ...] = BACKOFF_S,
+                 healthy_after_s: float = HEALTHY_AFTER_S) -> None:
+        self.on_restart = on_restart
+        self.backoff_s = backoff_s
+        self.healthy_after_s = healthy_after_s
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.restarts: dict[str, int] = {}
+
+    def spawn(self, name: str, body: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
+        """Run ``body()`` until cancelled, restarting it after an unexpected exception.
+        ``name`` is ours (a fixed word, never client text): it names the task in logs and
+        metrics. A body that returns is done and is not restarted."""
+        task = asyncio.create_task(self._run(name, body), name=f"livetrans:{name}")
+        self.tasks[name] = task
+        return task
+
+    async def _run(self, name: str, body: Callable[[], Awaitable[None]]) -> None:
+        failures = 0
+        while True:
+            began = time.monotonic()
+            try:
+                await body()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the point: nothing ends it silently
+                if time.monotonic() - began >= self.healthy_after_s:
+                    failures = 0
+                delay = self.backoff_s[min(failures, len(self.backoff_s) - 1)]
+                failures += 1
+                self.restarts[name] = self.restarts.get(name, 0) + 1
+                log.error("background task %s failed (%s); restarting in %.1f s", name,
+                          type(exc).__name__, delay, exc_info=exc)
+                if self.on_restart is not None:
+                    with contextlib.suppress(Exception):
+                        self.on_restart(name)
+                await asyncio.sleep(delay)
+
+    async def stop(self) -> None:
+        """Cancel every task and wait until each has ended."""
+        tasks = list(self.tasks.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self.tasks.clear()
