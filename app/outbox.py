@@ -5,9 +5,15 @@ speaker's socket gets it at once. The outbox runs the writes in order on one tas
 the store is down, writes that may be lost (a partial caption's frame for viewers on other
 replicas) are dropped, and writes that must not be (finals for the recent list and the
 transcript, a talk's start and end) wait and are retried with backoff until it returns,
-in order. Memory is bounded: past ``max_kept`` waiting writes the oldest kept one goes
+in order. Memory is bounded in bytes: past ``max_kept_bytes`` of waiting writes (each
+write says roughly how large it is) the oldest kept one that is not being made goes
 (logged and counted), since holding a dead store's backlog forever would let it take the
-server down with it.
+server down with it. The write being made is never evicted: its outcome is still coming.
+
+What counts as "the store is away" is the caller's to say (``StoreUnavailable``): for
+Redis that includes error replies such as OOM or READONLY (``app.redis_client``). Any other
+exception means the write can never succeed (a bug, a malformed key): it is logged with
+its reason and skipped, so one bad write does not stop every later one.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from dataclasses import dataclass, field
 
 log = logging.getLogger("livetrans.outbox")
 
-MAX_KEPT = 100_000  # writes that must not be lost, waiting for the store
+MAX_KEPT_BYTES = 64 * 1024 * 1024  # writes that must not be lost, waiting for the store
+WRITE_OVERHEAD = 256  # bytes a write costs beyond what it says it carries
 MAX_DROPPABLE = 1_000  # writes that may be lost, waiting while the store is up
 RETRY_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 
@@ -37,6 +44,11 @@ class Write:
     # set once the write is made, skipped or lost: for a caller that must know it landed
     # (a room released before the speaker hears ``done``); None when nobody waits
     done: asyncio.Future[None] | None = field(default=None, compare=False)
+    size: int = 0  # bytes it carries (text of a frame, a line): what the bound counts
+
+    @property
+    def cost(self) -> int:
+        return self.size + WRITE_OVERHEAD
 
     def settle(self) -> None:
         if self.done is not None and not self.done.done():
@@ -46,15 +58,17 @@ class Write:
 class Outbox:
     """Writes to one store, in order, on one task (``run``); ``put`` never waits."""
 
-    def __init__(self, name: str, *, max_kept: int = MAX_KEPT,
+    def __init__(self, name: str, *, max_kept_bytes: int = MAX_KEPT_BYTES,
                  max_droppable: int = MAX_DROPPABLE,
                  on_up: Callable[[bool], None] | None = None,
                  on_error: Callable[[], None] | None = None,
                  on_pending: Callable[[int], None] | None = None) -> None:
         self.name = name
-        self.max_kept, self.max_droppable = max_kept, max_droppable
+        self.max_kept_bytes, self.max_droppable = max_kept_bytes, max_droppable
         self.writes: deque[Write] = deque()
         self.kept = 0  # writes with ``keep`` among ``writes``
+        self.kept_bytes = 0  # their cost
+        self.running: Write | None = None  # the write being made (never evicted)
         self.up = True
         self.lost = 0  # kept writes dropped past ``max_kept``
         self.dropped = 0  # droppable writes not made
@@ -72,21 +86,31 @@ class Outbox:
                 self.dropped += 1
                 write.settle()
                 return
-        elif self.kept >= self.max_kept:
-            oldest = next(i for i, w in enumerate(self.writes) if w.keep)
+        else:
+            self._make_room(write.cost)
+        self.writes.append(write)
+        self.kept += write.keep
+        self.kept_bytes += write.cost if write.keep else 0
+        self._idle.clear()
+        self._wake.set()
+        self._pending()
+
+    def _make_room(self, cost: int) -> None:
+        """Evict the oldest kept writes (never the one being made) until ``cost`` fits."""
+        while self.kept_bytes + cost > self.max_kept_bytes:
+            oldest = next((i for i, w in enumerate(self.writes)
+                           if w.keep and w is not self.running), None)
+            if oldest is None:
+                return  # only the running write is left: it is not ours to drop
             lost = self.writes[oldest]
             del self.writes[oldest]
             lost.settle()
             self.kept -= 1
+            self.kept_bytes -= lost.cost
             self.lost += 1
             if self.lost == 1 or self.lost % 1000 == 0:
                 log.error("%s: %d waiting writes lost (oldest: %s); the store has been "
                           "away too long", self.name, self.lost, lost.what)
-        self.writes.append(write)
-        self.kept += write.keep
-        self._idle.clear()
-        self._wake.set()
-        self._pending()
 
     def barrier(self) -> asyncio.Future[None]:
         """A future that completes once every write put before it is made, skipped or
@@ -107,7 +131,7 @@ class Outbox:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            write = self.writes[0]
+            write = self.running = self.writes[0]
             try:
                 await write.run()
             except StoreUnavailable as exc:
@@ -124,10 +148,12 @@ class Outbox:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a bug must not stop every later write
-                log.error("%s: %s failed and is skipped: %s: %s", self.name, write.what,
-                          type(exc).__name__, exc)
+                log.error("%s: %s can never be made and is skipped: %s: %s", self.name,
+                          write.what, type(exc).__name__, " ".join(str(exc).split())[:200])
                 self._pop()
                 continue
+            finally:
+                self.running = None
             failures = 0
             self._pop()
             self._set_up(True)
@@ -144,6 +170,7 @@ class Outbox:
         write = self.writes.popleft()
         write.settle()
         self.kept -= write.keep
+        self.kept_bytes -= write.cost if write.keep else 0
         self._pending()
 
     def _pending(self) -> None:

@@ -63,6 +63,7 @@ def _load_engine(state: ServerState) -> None:
                 PRIORITY_NAMES.get(ticket.priority, "other"), waited,
                 preempted=ticket.gen.result.preemptions > 0 and ticket.ever_admitted),
             on_refuse=lambda reason: metrics.admission_refusals.labels(reason).inc(),
+            on_restart=lambda task: metrics.task_restarts.labels(task).inc(),
         )
         from app.drafting import ChainBuilder
 
@@ -95,14 +96,18 @@ async def _open_rooms(state: ServerState) -> None:
     state.bus = open_room_bus(
         settings.room_bus, state.replica, lease_s=settings.room_lease_s,
         on_up=lambda up: metrics.bus_up.set(int(up)), on_error=metrics.bus_errors.inc,
-        on_pending=metrics.bus_pending_finals.set)
+        on_pending=metrics.bus_pending_finals.set,
+        on_restart=lambda task: metrics.task_restarts.labels(task).inc(),
+        on_skipped=metrics.bus_skipped_messages.inc)
     await state.bus.start(state.rooms)
     client = getattr(state.bus, "client", None)
     state.transcripts = open_transcripts(
         settings.data_dir, client, retention_days=settings.transcript_retention_days)
     state.recorder = TranscriptRecorder(state.transcripts,
                                         on_line=metrics.transcript_lines.inc,
-                                        on_error=metrics.bus_errors.inc)
+                                        on_error=metrics.bus_errors.inc,
+                                        on_restart=lambda task: metrics.task_restarts.labels(
+                                            task).inc())
     await state.recorder.start()
 
 

@@ -170,9 +170,11 @@ class ServerSettings(BaseSettings):
         None, description="name sent in the X-Livetrans-Replica header (default host:port)"
     )
     room_bus: str | None = Field(
-        None, description="where rooms live: redis://host:port/db shares rooms, viewers' "
-                          "frames, recent finals, room ownership and transcripts among "
-                          "replicas; default: this process only (one replica)")
+        None, description="where rooms live: redis://host:port/db (or redis-sentinel://"
+                          "host:port[,host:port...]/SERVICE[/db] for a primary that Redis "
+                          "Sentinel fails over) shares rooms, viewers' frames, finals, room "
+                          "ownership and transcripts among replicas; default: this process "
+                          "only (one replica)")
     room_lease_s: float = Field(
         10.0, ge=1, le=300, description="seconds a replica holds a room without renewing "
                                         "(a replica that dies frees its rooms after this)")
@@ -201,8 +203,14 @@ class ServerSettings(BaseSettings):
         if value is None or not value.strip():
             return None
         value = value.strip()
-        if not re.match(r"^rediss?://[^\s]+$", value):
-            raise ValueError("use redis://host:port/db (or rediss:// for TLS)")
+        if re.match(r"^redis-sentinel://[^\s]+$", value):
+            from app.redis_client import parse_sentinel
+
+            parse_sentinel(value)  # BadRedisURL is a ValueError: one line
+            return value
+        if not re.match(r"^(rediss?|unix)://[^\s]+$", value):
+            raise ValueError("use redis://host:port/db (rediss:// for TLS), or "
+                             "redis-sentinel://host:port[,host:port...]/SERVICE[/db]")
         return value
 
     @field_validator("data_dir", mode="before")

@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import WebSocket
 
 from app.api.live_frames import encode_frame
-from app.api.rooms import Room, RoomRegistry
+from app.api.rooms import Room, RoomRegistry, RoomTakenError, new_talk_id
 from app.bus import RoomBus, TalkInfo
 from app.transcripts.recorder import TranscriptRecorder
 from app.transcripts.store import TalkRecord, TranscriptLine
@@ -44,25 +44,48 @@ class CaptionPublisher:
         self._t0 = 0.0  # the talk's start (monotonic): transcript times count from it
         self._first: dict[int, float] = {}  # segment -> its first caption (monotonic)
         self._finals: dict[int, int] = {}  # segment -> finals published (one per language)
+        self._tasks: set[asyncio.Task] = set()  # frames sent from outside a reader's turn
 
     async def open_room(self, name: str, langs: list[str]) -> Room:
-        """Claim the room here and on the bus (``RoomTakenError``, ``RoomTakenOnBus``,
-        ``BusUnavailable``: then nothing is held) and start its transcript."""
-        room = self.rooms.claim(name, self.owner, langs)
-        talk = TalkInfo(room=name, talk_id=str(room.talk_id), replica=self.replica,
-                        langs=tuple(langs), started_at=room.started_at)
+        """Claim the room on the bus, then here (``RoomTakenError``, ``RoomTakenOnBus``,
+        ``BusUnavailable``: then nothing is held) and start its transcript. The bus goes
+        first: a speaker who loses the race for the room on another replica never touched
+        this replica's room, so viewers waiting here for the winner's talk keep waiting."""
+        existing = self.rooms.rooms.get(name)
+        if existing is not None and existing.speaker is not None and not existing.remote:
+            raise RoomTakenError(f"room '{name}' already has a speaker")
+        talk = TalkInfo(room=name, talk_id=new_talk_id(), replica=self.replica,
+                        langs=tuple(langs), started_at=time.time())
         if self.bus is not None:
-            try:
-                await self.bus.claim(talk)
-            except BaseException:
-                self.rooms.release(room, self.owner)
-                raise
+            await self.bus.claim(talk)
+        try:
+            room = self.rooms.claim(name, self.owner, langs, talk_id=talk.talk_id,
+                                    started_at=talk.started_at,
+                                    displace_remote=self.bus is not None and self.bus.shared)
+        except RoomTakenError:
+            if self.bus is not None:
+                self.bus.release(talk)
+            raise
+        room.on_lost = self._room_lost
         self.room, self.talk, self._t0 = room, talk, time.monotonic()
         if self.recorder is not None:
             self.recorder.start_talk(TalkRecord(room=name, talk_id=talk.talk_id,
                                                 started_at=talk.started_at,
                                                 langs=tuple(langs)))
         return room
+
+    def _room_lost(self) -> None:
+        """The bus found this talk's room owned by another replica (Redis was away longer
+        than the lease and a rival took it): the speaker hears it, not only the log."""
+        async def tell() -> None:
+            with contextlib.suppress(ConnectionGone):
+                await self.error("room_lost", "this talk lost its room on the room bus (it "
+                                 "was away longer than the lease and another speaker took "
+                                 "the room); captions now reach this replica's viewers only")
+
+        task = asyncio.get_running_loop().create_task(tell())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def send(self, payload: dict[str, Any]) -> None:
         """Send one frame; it always encodes, and a closed socket raises ``ConnectionGone``."""

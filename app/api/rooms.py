@@ -162,9 +162,9 @@ class Viewer:
     lang: str
     queue: ViewerQueue
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    # captions of segments up to this one came in ``recent`` (a remote talk's recent finals
-    # are read from the bus after the viewer subscribed: the same final may arrive twice)
-    seen_through: int = -1
+    # the talk this viewer's token admits it to (None: any, a server without API keys);
+    # a different talk starting in the room ends this viewer instead of showing it
+    talk_id: str | None = None
 
 
 @dataclass(eq=False)
@@ -180,6 +180,8 @@ class Room:
     viewers: dict[str, set[Viewer]] = field(default_factory=dict)
     recent: dict[str, deque[dict[str, Any]]] = field(default_factory=dict)
     on_drop: Callable[[int], None] | None = None
+    # told when the bus finds this replica's talk's room owned by another replica
+    on_lost: Callable[[], None] | None = None
 
     @property
     def viewer_count(self) -> int:
@@ -268,28 +270,46 @@ class RoomRegistry:
         return bool(given) and hmac.compare_digest(self.token(room, talk_id).encode(), given)
 
     # -- speakers ------------------------------------------------------------------------
-    def claim(self, name: str, speaker: object, langs: list[str]) -> Room:
-        """Make ``speaker`` the room's speaker (``RoomTakenError`` if it has one)."""
+    def claim(self, name: str, speaker: object, langs: list[str], *,
+              talk_id: str | None = None, started_at: float | None = None,
+              displace_remote: bool = False) -> Room:
+        """Make ``speaker`` the room's speaker (``RoomTakenError`` if it has one).
+
+        ``displace_remote``: the bus has just given this replica the room, so a remote talk
+        still shown here is over (its end is on its way) and gives way at once."""
         room = self.rooms.get(name)
         if room is not None and room.speaker is not None and room.speaker is not speaker:
-            raise RoomTakenError(f"room '{name}' already has a speaker")
+            if not (displace_remote and room.remote):
+                raise RoomTakenError(f"room '{name}' already has a speaker")
+            self._end_room(room)
+            room = None
         if room is None:
             room = self._new_room(name)
         if room.speaker is not speaker:
-            talk = speaker.talk_id if isinstance(speaker, RemoteTalk) else new_talk_id()
-            room.talk_id, room.started_at = talk, time.time()
+            room.talk_id = talk_id or (speaker.talk_id if isinstance(speaker, RemoteTalk)
+                                       else new_talk_id())
+            room.started_at = time.time() if started_at is None else started_at
+            room.on_lost = None
         room.speaker, room.langs = speaker, list(langs)
         for lang, viewers in room.viewers.items():
-            if lang in room.langs:
-                continue
-            # viewers who waited for the talk in a language it does not have: say so, end
-            frame = json.dumps({"type": "error", "code": "lang_not_in_room",
-                                "message": not_in_room_message(name, lang, room.langs)})
-            for viewer in viewers:
-                viewer.queue.put(frame, final=True)
-                viewer.queue.close()
-                viewer.wake.set()
+            for viewer in list(viewers):
+                if viewer.talk_id is not None and viewer.talk_id != room.talk_id:
+                    # waited with a token of another talk: it does not admit to this one
+                    self._close_viewer(viewer, "invalid_token", "this viewer token admits "
+                                       "to another talk of the room, not to the one that "
+                                       "started")
+                elif lang not in room.langs:
+                    # waited for the talk in a language it does not have: say so, end
+                    self._close_viewer(viewer, "lang_not_in_room",
+                                       not_in_room_message(name, lang, room.langs))
         return room
+
+    @staticmethod
+    def _close_viewer(viewer: Viewer, code: str, message: str) -> None:
+        frame = json.dumps({"type": "error", "code": code, "message": message})
+        viewer.queue.put(frame, final=True)
+        viewer.queue.close()
+        viewer.wake.set()
 
     def release(self, room: Room, speaker: object) -> None:
         """The speaker is done (stopped or gone): its viewers get ``ended``."""
@@ -339,6 +359,21 @@ class RoomRegistry:
         return [(name, room.talk_id) for name, room in self.rooms.items()
                 if room.remote and room.talk_id is not None]
 
+    def wants(self, name: str) -> bool:
+        """Whether frames of ``name`` from other replicas have anyone here to go to: the
+        room has viewers and no speaker on this replica."""
+        room = self.rooms.get(name)
+        return room is not None and bool(room.viewers) and (room.speaker is None
+                                                            or room.remote)
+
+    def lease_lost(self, name: str, talk_id: str) -> None:
+        """The bus found the room of this replica's talk owned by another replica: the
+        speaker is told (its captions now reach only this replica's viewers)."""
+        room = self.rooms.get(name)
+        if room is not None and not room.remote and room.talk_id == talk_id \
+                and room.on_lost is not None:
+            room.on_lost()
+
     def forget_if_empty(self, name: str) -> None:
         """Drop a room made for a viewer that was then refused."""
         room = self.rooms.get(name)
@@ -353,10 +388,11 @@ class RoomRegistry:
     # -- viewers -------------------------------------------------------------------------
     def join(self, name: str, lang: str, *, max_viewers: int, max_per_room: int,
              queue_frames: int = VIEWER_QUEUE_FRAMES,
-             max_finals: int = VIEWER_MAX_FINALS) -> tuple[Viewer, list[dict[str, Any]]]:
+             max_finals: int = VIEWER_MAX_FINALS,
+             talk_id: str | None = None) -> tuple[Viewer, list[dict[str, Any]]]:
         """A new viewer of ``lang`` in room ``name`` and the recent finals it missed
         (``TooManyViewersError`` past a bound). The room is created if it has no speaker
-        yet: the viewer waits for the talk."""
+        yet: the viewer waits for the talk (``talk_id``: only for that one)."""
         if self.viewers >= max_viewers:
             raise TooManyViewersError(
                 f"too many viewers on this server (limit {max_viewers}); retry later")
@@ -368,7 +404,7 @@ class RoomRegistry:
                 f"too many viewers in this room (limit {max_per_room}); retry later")
         if room is None:
             room = self._new_room(name)
-        viewer = Viewer(room, lang, ViewerQueue(queue_frames, max_finals))
+        viewer = Viewer(room, lang, ViewerQueue(queue_frames, max_finals), talk_id=talk_id)
         room.viewers.setdefault(lang, set()).add(viewer)
         self._count(+1)
         return viewer, room.recent_finals(lang)

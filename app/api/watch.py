@@ -2,8 +2,9 @@
 
     /v1/live/watch?room=keynote-1&lang=de[&token=VIEWER_TOKEN]
 
-The server sends ``{"type": "joined", "room", "lang", "recent": [...]}`` (the room's recent
-final captions of that language, newest last), then the speaker's ``caption`` frames of
+The server sends ``{"type": "joined", "room", "lang", "recent": [...]}`` (the talk's latest
+final captions of that language, newest last, bounded; on another replica's talk they come
+from the room's stream on the bus), then the speaker's ``caption`` frames of
 that language as they are made, then ``{"type": "ended"}`` when the speaker stops or
 leaves, and closes (1000). A viewer may join before the talk starts and waits for it.
 
@@ -67,8 +68,6 @@ async def _send_frames(ws: WebSocket, viewer: Viewer) -> None:
             return
         frame = queue.pop()
         if frame is not None:
-            if 0 <= frame.segment <= viewer.seen_through:
-                continue  # its final came in ``recent``
             await ws.send_text(frame.text)
             continue
         if queue.closed:
@@ -79,27 +78,17 @@ async def _send_frames(ws: WebSocket, viewer: Viewer) -> None:
         await viewer.wake.wait()
 
 
-async def _remote_recent(state: ServerState, viewer: Viewer, talk: TalkInfo,
-                         lang: str) -> list[dict] | None:
-    """A remote talk's recent finals, read after the viewer subscribed: a final is in
-    them or arrives after; one in both is skipped by its segment (``seen_through``).
-    None when the bus cannot be read: the viewer is refused (retry) rather than joined
-    without the finals it came for."""
-    try:
-        recent = await state.bus.recent(talk, lang)
-    except BusUnavailable:
-        return None
-    segments = [f.get("segment") for f in recent if isinstance(f.get("segment"), int)]
-    viewer.seen_through = max(segments, default=-1)
-    return recent
-
-
 async def _drain_incoming(ws: WebSocket) -> None:
     """Read (and ignore) what the viewer sends, until it disconnects."""
     while True:
         message = await ws.receive()
         if message["type"] == "websocket.disconnect":
             return
+
+
+def _has_local_speaker(state: ServerState, room: str) -> bool:
+    local = state.rooms.rooms.get(room)
+    return local is not None and local.speaker is not None and not local.remote
 
 
 @router.websocket("/v1/live/watch")
@@ -122,21 +111,21 @@ async def watch(ws: WebSocket) -> None:
                       f"lang: unsupported language '{safe_echo(lang_param, 16)}'")
         return
     registry = state.rooms
-    local = registry.rooms.get(room)
-    talk_id = local.talk_id if local is not None and local.speaker is not None else None
-    remote = None
-    if local is not None and local.remote and talk_id is not None:
-        # followed here already: its full recent list is on the bus
-        remote = TalkInfo(room, talk_id, getattr(local.speaker, "replica", ""),
-                          tuple(local.langs), local.started_at)
-    elif talk_id is None and state.bus.shared:
-        try:  # the talk may run on another replica
-            remote = await state.bus.current_talk(room)
+    owner: TalkInfo | None = None
+    if state.bus.shared and not _has_local_speaker(state, room):
+        try:  # the talk may run on another replica: its finals so far come in first
+            owner = await state.bus.current_talk(room)
+            await state.bus.follow(room)  # last: it leaves the room for the join below
         except BusUnavailable:
             await _refuse(ws, CLOSE_TRY_AGAIN, "room_bus_unavailable",
                           "the room bus cannot be reached now; retry shortly")
             return
-        talk_id = remote.talk_id if remote is not None else None
+    # No await from here until the viewer is in the room: the token is checked against
+    # the talk it will watch, whatever changed during the awaits above.
+    local = registry.rooms.get(room)
+    talk_id = local.talk_id if local is not None and local.speaker is not None else None
+    if talk_id is None and owner is not None:
+        talk_id = owner.talk_id  # running elsewhere; its start is on its way
     if not registry.token_ok_for_talk(room, talk_id, token):
         await _refuse(ws, CLOSE_POLICY, "invalid_token",
                       "this room's talk needs its viewer token (token=...), given to the "
@@ -144,13 +133,11 @@ async def watch(ws: WebSocket) -> None:
         return
     limits = limits_of(state)
     try:
-        if remote is not None:
-            registry.remote_start(room, remote.talk_id, remote.replica, list(remote.langs),
-                                  remote.started_at, create=True)
         viewer, recent = registry.join(
             room, lang, max_viewers=limits.max_viewers,
             max_per_room=limits.max_viewers_per_room,
-            queue_frames=limits.viewer_queue_frames, max_finals=limits.viewer_max_finals)
+            queue_frames=limits.viewer_queue_frames, max_finals=limits.viewer_max_finals,
+            talk_id=talk_id if registry.tokens_required else None)
     except TooManyViewersError as exc:
         registry.forget_if_empty(room)
         await _refuse(ws, CLOSE_TRY_AGAIN, "too_many_viewers", str(exc))
@@ -159,14 +146,6 @@ async def watch(ws: WebSocket) -> None:
         registry.forget_if_empty(room)
         await _refuse(ws, CLOSE_POLICY, "lang_not_in_room", str(exc))
         return
-    if remote is not None:
-        remote_recent = await _remote_recent(state, viewer, remote, lang)
-        if remote_recent is None:
-            registry.leave(viewer)
-            await _refuse(ws, CLOSE_TRY_AGAIN, "room_bus_unavailable",
-                          "the room bus cannot be reached now; retry shortly")
-            return
-        recent = remote_recent
     # joined before the first await: ``recent`` and the queue see each final exactly once
     sender: asyncio.Task | None = None
     reader: asyncio.Task | None = None

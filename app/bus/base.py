@@ -7,7 +7,8 @@ gets in ``joined``. ``LocalBus`` is the default, one process: the room registry 
 the truth and the bus does nothing. ``RedisBus`` shares it through Redis.
 
 The bus talks to this replica's room registry through ``RoomListener`` (rooms of talks on
-other replicas), so it imports nothing above it.
+other replicas, which rooms have viewers here, a speaker whose room was lost), so it
+imports nothing above it.
 """
 
 from __future__ import annotations
@@ -60,6 +61,14 @@ class RoomListener(Protocol):
 
     def remote_rooms(self) -> list[tuple[str, str]]: ...
 
+    def wants(self, name: str) -> bool:
+        """Whether this replica has viewers of ``name`` to hand remote frames to."""
+        ...
+
+    def lease_lost(self, name: str, talk_id: str) -> None:
+        """Another replica owns the room of this replica's talk ``talk_id`` now."""
+        ...
+
 
 class RoomBus(Protocol):
     shared: bool  # False: one replica, the registry knows everything
@@ -78,4 +87,6 @@ class RoomBus(Protocol):
 
     async def current_talk(self, room: str) -> TalkInfo | None: ...
 
-    async def recent(self, talk: TalkInfo, lang: str) -> list[dict[str, Any]]: ...
+    async def follow(self, room: str) -> None:
+        """Make sure this replica receives ``room``'s frames from other replicas: the room's
+        running talk, with its finals so far, is in the listener when this returns."""

@@ -29,5 +29,5 @@ class LocalBus:
     async def current_talk(self, room: str) -> TalkInfo | None:
         return None  # a talk here is in the registry
 
-    async def recent(self, talk: TalkInfo, lang: str) -> list[dict[str, Any]]:
-        return []
+    async def follow(self, room: str) -> None:
+        return None  # every talk is in the registry

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from app.outbox import Outbox, StoreUnavailable, Write
+from app.supervision import Supervisor
 from app.transcripts.store import TalkRecord, TranscriptLine, TranscriptStore, TranscriptUnavailable
 
 log = logging.getLogger("livetrans.transcripts")
@@ -23,24 +24,22 @@ class TranscriptRecorder:
     def __init__(self, store: TranscriptStore, *,
                  on_line: Callable[[], None] | None = None,
                  on_error: Callable[[], None] | None = None,
-                 on_pending: Callable[[int], None] | None = None) -> None:
+                 on_pending: Callable[[int], None] | None = None,
+                 on_restart: Callable[[str], None] | None = None) -> None:
         self.store = store
         self.on_line = on_line
         self.outbox = Outbox("transcript store", on_error=on_error, on_pending=on_pending)
-        self._task: asyncio.Task | None = None
+        self.supervisor = Supervisor(on_restart)
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self.outbox.run())
+        self.supervisor.spawn("transcript-writer", self.outbox.run)
 
     async def close(self, grace_s: float) -> None:
         """Write what waits for up to ``grace_s``, then close the store."""
         if not await self.outbox.drain(grace_s):
             log.error("transcripts: %d lines not written at shutdown (store away)",
                       len(self.outbox))
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        await self.supervisor.stop()
         with contextlib.suppress(Exception):
             await self.store.close()
 
@@ -53,17 +52,17 @@ class TranscriptRecorder:
             if self.on_line is not None:
                 self.on_line()
 
-        self._put(write, "transcript line")
+        self._put(write, "transcript line", len(line.source) + len(line.text))
 
     def written(self) -> asyncio.Future[None]:
         """Completes once every line recorded so far is in the store (or given up)."""
         return self.outbox.barrier()
 
-    def _put(self, write: Callable[[], Awaitable[None]], what: str) -> None:
+    def _put(self, write: Callable[[], Awaitable[None]], what: str, size: int = 0) -> None:
         async def run() -> None:
             try:
                 await write()
             except TranscriptUnavailable as exc:
                 raise StoreUnavailable(str(exc)) from None
 
-        self.outbox.put(Write(run, keep=True, what=what))
+        self.outbox.put(Write(run, keep=True, what=what, size=size))

@@ -16,7 +16,7 @@ list hides (and, when a talk begins, drops) talks that started longer ago than t
 no retention, transcripts are kept until a room's newer talks push them out. Run Redis
 with persistence (as docker/compose.yaml does) to keep them across a Redis restart.
 
-A Redis that cannot be reached raises ``TranscriptUnavailable``: the recorder keeps the
+A Redis that cannot be reached or answers "not now" raises ``TranscriptUnavailable``: the recorder keeps the
 line and retries, a download answers 503.
 """
 
@@ -29,10 +29,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 import app.transcripts.store as bounds
+from app.redis_client import describe, unavailable
 from app.transcripts.store import (
     FullWarnings,
     TalkRecord,
@@ -45,8 +44,6 @@ from app.transcripts.store import (
 
 log = logging.getLogger("livetrans.transcripts")
 T = TypeVar("T")
-
-DOWN_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 
 # Record a talk, or add the languages it lacks. KEYS: the talk's hash, the room's talks.
 # ARGV: talk id, started_at, languages... Returns 1 if the talk is new here.
@@ -148,10 +145,13 @@ class RedisTranscriptStore:
     async def _call(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         try:
             return await op()
-        except DOWN_ERRORS as exc:
+        except Exception as exc:
+            # error replies (OOM, READONLY, ...) are "not now" too: the line waits and is
+            # written again, never skipped (``app.redis_client``)
+            if not unavailable(exc):
+                raise
             raise TranscriptUnavailable(
-                f"transcript store on Redis: {what}: {type(exc).__name__}: "
-                f"{' '.join(str(exc).split())[:200]}") from None
+                f"transcript store on Redis: {what}: {describe(exc)}") from None
 
     async def _evict(self, room: str) -> None:
         """Past ``max_talks`` talks in ``room``, the oldest go, with their lines. ZPOPMIN
@@ -243,8 +243,9 @@ class RedisTranscriptStore:
         if self.own_client:
             try:
                 await self.client.aclose()
-            except DOWN_ERRORS:
-                pass
+            except Exception as exc:
+                if not unavailable(exc):
+                    raise
 
 
 def _field(record: dict[Any, Any], name: str) -> Any:

@@ -66,15 +66,64 @@ def test_an_outage_drops_partials_keeps_finals_and_reports_once() -> None:
     assert states == [False, True] and dropped == 2 and errors >= 1
 
 
-def test_kept_writes_are_bounded_oldest_first() -> None:
-    store, box = FlakyStore(), Outbox("test", max_kept=3, max_droppable=2)
+def test_kept_writes_are_bounded_in_bytes_oldest_first() -> None:
+    cost = Write(lambda: None, keep=True, size=1000).cost
+    store, box = FlakyStore(), Outbox("test", max_kept_bytes=3 * cost, max_droppable=2)
     for i in range(5):
-        box.put(store.write(f"final {i}"))
+        write = store.write(f"final {i}")
+        write.size = 1000
+        box.put(write)
     assert [w.what for w in box.writes] == ["final 2", "final 3", "final 4"]
-    assert box.lost == 2
+    assert box.lost == 2 and box.kept_bytes == 3 * cost
     for i in range(5):
         box.put(store.write(f"partial {i}"))
     assert box.dropped == 3 and len(box) == 5
+
+
+def test_a_large_write_evicts_by_bytes_not_by_count() -> None:
+    small = Write(lambda: None, keep=True, size=10).cost
+    store, box = FlakyStore(), Outbox("test", max_kept_bytes=50 * small)
+    for i in range(40):
+        write = store.write(f"final {i}")
+        write.size = 10
+        box.put(write)
+    big = store.write("final big")
+    big.size = 20 * small
+    box.put(big)  # ~21 small writes' worth: the 11 oldest small ones go
+    assert box.lost == 11 and box.kept_bytes <= 50 * small
+    assert box.writes[-1] is big and box.writes[0].what == "final 11"
+
+
+def test_the_write_in_flight_is_never_evicted() -> None:
+    """A full outbox evicts the oldest waiting write, not the one being made: its outcome
+    (and a caller waiting on it) is still coming."""
+    async def scenario() -> tuple[list[str], int]:
+        started, release = asyncio.Event(), asyncio.Event()
+        written: list[str] = []
+        cost = Write(lambda: None, keep=True, size=100).cost
+
+        def write(name: str) -> Write:
+            async def run() -> None:
+                if name == "final 0":
+                    started.set()
+                    await release.wait()
+                written.append(name)
+
+            return Write(run, keep=True, what=name, size=100)
+
+        box = Outbox("test", max_kept_bytes=2 * cost)
+        task = asyncio.create_task(box.run())
+        box.put(write("final 0"))
+        await started.wait()  # final 0 is being made now
+        for i in range(1, 4):
+            box.put(write(f"final {i}"))
+        release.set()
+        assert await box.drain(5)
+        task.cancel()
+        return written, box.lost
+
+    written, lost = asyncio.run(scenario())
+    assert written[0] == "final 0" and written[-1] == "final 3" and lost == 2
 
 
 def test_a_bug_in_one_write_does_not_stop_the_rest() -> None:

@@ -1,0 +1,160 @@
+"""How livetrans talks to Redis: one place for addresses, clients and what a failure means.
+
+Two kinds of address (``serve --room-bus``):
+
+- ``redis://[user:pass@]host:port/db`` (or ``rediss://``, ``unix://``): one Redis;
+- ``redis-sentinel://[user:pass@]host:port[,host:port...]/SERVICE[/db]``: the primary of
+  ``SERVICE`` as Redis Sentinel names it; after a failover the clients find the new
+  primary themselves (redis-py's Sentinel support), so a failover costs seconds.
+
+What a failure means (``unavailable``): a lost or refused connection, a timeout, *and* the
+error replies a healthy-looking Redis gives while it cannot take writes (``OOM`` at
+``maxmemory``, ``MISCONF`` on a full disk, ``READONLY`` after a failover, ``LOADING`` after a
+restart, ``BUSY`` under a long script, ``NOPERM`` while an ACL is being fixed, ``MASTERDOWN``,
+``NOREPLICAS``, ``TRYAGAIN``, ``CLUSTERDOWN``). All of these pass: a write that got one is
+kept and made again later, never skipped. Any other error reply (a wrong type, bad syntax)
+will never succeed and is the caller's to log.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+import redis.asyncio as aioredis
+from redis import exceptions as rex
+
+SOCKET_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = 2.0
+
+# error replies that say "not now" rather than "never": the codes Redis puts first
+_TRANSIENT_CODES = ("OOM", "MISCONF", "READONLY", "LOADING", "BUSY", "NOPERM", "MASTERDOWN",
+                    "NOREPLICAS", "TRYAGAIN", "CLUSTERDOWN", "NOSCRIPT")
+# a script's error names the code inside its message ("... OOM command not allowed ...")
+_TRANSIENT_RE = re.compile(r"(?:^|[\s:-])(" + "|".join(_TRANSIENT_CODES) + r")\b")
+_TRANSIENT_CLASSES: tuple[type[BaseException], ...] = (
+    rex.ConnectionError, rex.TimeoutError, OSError, rex.OutOfMemoryError, rex.ReadOnlyError,
+    rex.NoPermissionError, rex.BusyLoadingError, rex.TryAgainError, rex.MasterDownError,
+    rex.ClusterDownError)
+_OOM_TEXT = "command not allowed when used memory"
+
+
+def unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` means "Redis cannot do this now; try again" (see the module doc)."""
+    if isinstance(exc, _TRANSIENT_CLASSES):
+        return True
+    if isinstance(exc, rex.ResponseError):
+        text = str(exc)
+        return _OOM_TEXT in text or _TRANSIENT_RE.search(text[:300]) is not None
+    return False
+
+
+def describe(exc: BaseException) -> str:
+    """One line about a Redis failure, for a log or an error message (no traceback)."""
+    text = " ".join(str(exc).split())[:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def redacted(url: str) -> str:
+    """The URL without a password, for messages and logs."""
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest:
+        rest = "***@" + rest.rsplit("@", 1)[1]
+    return scheme + sep + rest
+
+
+class BadRedisURL(ValueError):
+    """The address is not one livetrans understands (a newcomer's typo): one line."""
+
+
+@dataclass(frozen=True)
+class SentinelAddress:
+    hosts: tuple[tuple[str, int], ...]
+    service: str
+    db: int
+    username: str | None
+    password: str | None
+
+
+SENTINEL_SCHEME = "redis-sentinel"
+
+
+def parse_sentinel(url: str) -> SentinelAddress:
+    """``redis-sentinel://[user:pass@]h:p[,h:p...]/SERVICE[/db]`` as its parts."""
+    rest = url.split("://", 1)[1]
+    creds, _, rest = rest.rpartition("@")
+    username = password = None
+    if creds:
+        user, _, pw = creds.partition(":")
+        username, password = unquote(user) or None, unquote(pw) or None
+    where, _, path = rest.partition("/")
+    parts = [p for p in path.split("/") if p]
+    if not where or not parts or len(parts) > 2:
+        raise BadRedisURL(f"{redacted(url)}: expected redis-sentinel://host:port[,host:port"
+                          "...]/SERVICE[/db]")
+    hosts = []
+    for item in where.split(","):
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit():
+            raise BadRedisURL(f"{redacted(url)}: '{item[:60]}' is not host:port")
+        hosts.append((host.strip("[]"), int(port)))
+    db = parts[1] if len(parts) == 2 else "0"
+    if not db.isdigit():
+        raise BadRedisURL(f"{redacted(url)}: the database must be a number, not '{db[:20]}'")
+    return SentinelAddress(tuple(hosts), parts[0], int(db), username, password)
+
+
+def is_sentinel(url: str) -> bool:
+    return url.split("://", 1)[0].lower() == SENTINEL_SCHEME
+
+
+def connect(url: str, *, max_connections: int, decode: bool = True,
+            socket_timeout: float = SOCKET_TIMEOUT_S) -> aioredis.Redis:
+    """A client of Redis at ``url`` on a pool of at most ``max_connections``. Callers bound
+    their own concurrency below that (``asyncio.Semaphore``), so a crowd of viewers waits
+    its turn instead of failing with "too many connections"."""
+    options = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_timeout": socket_timeout,
+               "health_check_interval": 15, "decode_responses": decode,
+               # bytes another client wrote are data: a bad one must not fail a whole read
+               "encoding_errors": "replace",
+               "max_connections": max_connections}
+    if is_sentinel(url):
+        from redis.asyncio.sentinel import Sentinel
+
+        address = parse_sentinel(url)
+        sentinel = Sentinel(list(address.hosts), socket_timeout=CONNECT_TIMEOUT_S,
+                            socket_connect_timeout=CONNECT_TIMEOUT_S)
+        return sentinel.master_for(address.service, db=address.db,
+                                   username=address.username, password=address.password,
+                                   **options)
+    pool = aioredis.ConnectionPool.from_url(url, **options)
+    return aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose closes it
+
+
+def probe(url: str, timeout: float = 3.0) -> None:
+    """Raise ``ConnectionError``-like ``RuntimeError`` (one line) unless Redis at ``url``
+    answers a PING: ``serve`` checks before it starts, so a wrong address is not found by
+    the first speaker."""
+    import redis
+    from redis.sentinel import Sentinel
+
+    try:
+        if is_sentinel(url):
+            address = parse_sentinel(url)
+            sentinel = Sentinel(list(address.hosts), socket_timeout=timeout,
+                                socket_connect_timeout=timeout)
+            client = sentinel.master_for(address.service, db=address.db,
+                                         username=address.username,
+                                         password=address.password, socket_timeout=timeout)
+        else:
+            client = redis.Redis.from_url(url, socket_connect_timeout=timeout,
+                                          socket_timeout=timeout)
+    except (ValueError, rex.RedisError) as exc:
+        raise BadRedisURL(f"{redacted(url)}: {describe(exc)}") from None
+    try:
+        client.ping()
+    except rex.RedisError as exc:
+        raise RuntimeError(f"{redacted(url)}: {describe(exc)}") from None
+    finally:
+        client.close()
