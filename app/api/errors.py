@@ -22,6 +22,7 @@ from app.engine.engine import ContextOverflowError
 from app.engine.worker import (
     JobCancelledError,
     QueueFullError,
+    SchedulerBrokenError,
     ServerBusyError,
     WorkerStoppedError,
     mark_logged,
@@ -169,6 +170,12 @@ class ClientDisconnected(Exception):
 NO_RETRY = {"x-should-retry": "false"}
 
 
+def engine_unavailable(reason: str) -> APIError:
+    """The engine's scheduler thread cannot continue (``GET /health`` says why): a 503,
+    and no ``Retry-After``, since waiting does not bring it back; a restart does."""
+    return APIError(503, f"Engine unavailable: {reason}.", code="engine_unavailable")
+
+
 def map_engine_error(exc: BaseException) -> APIError:
     """Turn failures of the translation path into OpenAI-shaped errors.
 
@@ -197,6 +204,8 @@ def map_engine_error(exc: BaseException) -> APIError:
         return APIError(413, f"Input too long: {exc}.", param="messages", code="context_overflow")
     if isinstance(exc, WorkerStoppedError):
         return APIError(503, "Server is shutting down.", code="shutting_down")
+    if isinstance(exc, SchedulerBrokenError):
+        return engine_unavailable(str(exc))
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
         return APIError(504, "The request timed out.", code="timeout")
     if isinstance(exc, UnsupportedLanguageError):

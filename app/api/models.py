@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.schemas import ModelCard, ModelList
-from app.api.state import get_state
+from app.api.state import ServerState, get_state
 
 router = APIRouter()
 _STARTED = int(time.time())
@@ -42,16 +42,24 @@ async def health(request: Request) -> JSONResponse:
     """
     state = get_state(request)
     status = "ok" if state.ready else ("shutting_down" if state.shutting_down else "loading")
-    if state.load_error:
+    error = state.load_error or _engine_error(state)
+    if error:
         status = "error"
     body: dict = {"status": status}
     if getattr(request.state, "trusted", True):
         body.update(model=state.model_id,
                     queue_depth=state.worker.depth if state.worker else 0,
                     sessions=len(state.sessions))
-        if state.load_error:
-            body["error"] = state.load_error
-    return JSONResponse(body, status_code=200 if state.ready else 503)
+        if error:
+            body["error"] = error
+    return JSONResponse(body, status_code=200 if status == "ok" else 503)
+
+
+def _engine_error(state: ServerState) -> str | None:
+    """One line when the engine's scheduler thread cannot continue: every job would fail,
+    so the load balancer must stop sending work here."""
+    broken = state.worker.broken if state.worker is not None else None
+    return None if broken is None else f"engine unavailable: {broken}"
 
 
 _STATIC = Path(__file__).resolve().parents[1] / "static"

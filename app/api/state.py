@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from app.api.auth import Auth
-from app.api.errors import APIError
+from app.api.errors import APIError, engine_unavailable
 from app.api.live_limits import LiveLimits
 from app.api.metrics import Metrics
 from app.api.rooms import RoomRegistry
@@ -69,9 +69,13 @@ class ServerState:
         return self.translator is not None and not self.shutting_down
 
     def require_ready(self) -> None:
-        """503 while the model loads or the server shuts down (the caller may retry)."""
+        """503 while the model loads or the server shuts down (the caller may retry), and
+        while the engine cannot run generations (its scheduler thread is broken)."""
         if self.shutting_down:
             raise APIError(503, "Server is shutting down.", code="shutting_down")
+        broken = self.worker.broken if self.worker is not None else None
+        if broken is not None:
+            raise engine_unavailable(broken)
         if self.translator is None:
             reason = self.load_error or "the model is still loading"
             raise APIError(503, f"Not ready: {reason}.", code="not_ready",

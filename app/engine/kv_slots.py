@@ -46,6 +46,13 @@ class SeqKV:
             self.rt.truncate(pos, self.seq_id)
             del self.cached[pos:]
 
+    def forget(self) -> None:
+        """Drop every KV entry, whatever the mirror says: after a failure the cache and
+        its mirror may disagree, and ``truncate`` trusts the mirror. Emptying a whole
+        sequence is the one removal a recurrent model also allows."""
+        self.rt.truncate(0, self.seq_id)
+        self.cached.clear()
+
 
 @dataclass
 class SlotStats:

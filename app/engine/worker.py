@@ -31,14 +31,18 @@ from app.engine.scheduler import (
     PRIORITY_FINAL,
     PRIORITY_PARTIAL,
     PRIORITY_REQUEST,
+    GenerationFailedError,
+    SchedulerBrokenError,
     SchedulerConfig,
     StepScheduler,
+    mark_logged,
+    was_logged,
 )
 
 __all__ = ["PRIORITY_FINAL", "PRIORITY_PARTIAL", "PRIORITY_REQUEST", "CALLER_ERRORS",
-           "EngineWorker", "JobCancelledError", "QueueFullError", "ScheduledEngine",
-           "ServerBusyError", "WorkerStoppedError", "client_identity", "mark_logged",
-           "was_logged"]
+           "EngineWorker", "GenerationFailedError", "JobCancelledError", "QueueFullError",
+           "ScheduledEngine", "SchedulerBrokenError", "ServerBusyError", "WorkerStoppedError",
+           "client_identity", "mark_logged", "was_logged"]
 
 log = logging.getLogger("livetrans.worker")
 
@@ -69,20 +73,6 @@ class WorkerStoppedError(RuntimeError):
 # Anything else a job raises (a ValueError from numpy, a UnicodeEncodeError from the
 # tokenizer...) is a bug: logged with its traceback, and a 500 for the caller.
 CALLER_ERRORS: tuple[type[BaseException], ...] = (ContextOverflowError, JobCancelledError)
-
-_LOGGED = "__livetrans_logged__"
-
-
-def mark_logged(exc: BaseException) -> None:
-    """Remember that ``exc``'s traceback is in the log (the HTTP layer then skips it)."""
-    try:
-        setattr(exc, _LOGGED, True)
-    except AttributeError:  # an exception type without a __dict__
-        pass
-
-
-def was_logged(exc: BaseException) -> bool:
-    return bool(getattr(exc, _LOGGED, False))
 
 
 @dataclass(eq=False)
@@ -134,12 +124,15 @@ class EngineWorker:
                  max_queue_wait_s: float | None = None,
                  on_step: Callable[..., None] | None = None,
                  on_admit: Callable[..., None] | None = None,
-                 on_refuse: Callable[[str], None] | None = None) -> None:
+                 on_refuse: Callable[[str], None] | None = None,
+                 on_restart: Callable[[str], None] | None = None) -> None:
         self.engine = engine
         self.on_refuse = on_refuse  # (reason): admission refusals, for metrics
         self.max_queue = max_queue
         self.max_queue_wait_s = max_queue_wait_s
-        self.scheduler = StepScheduler(engine, scheduler, on_step=on_step, on_admit=on_admit)
+        # on_restart ("scheduler"): the scheduler's loop restarted after an exception
+        self.scheduler = StepScheduler(engine, scheduler, on_step=on_step, on_admit=on_admit,
+                                       on_restart=on_restart)
         self._seq = itertools.count()
         self._pending = 0
         self._running = 0
@@ -156,6 +149,12 @@ class EngineWorker:
     def busy_since(self) -> float | None:
         """When the scheduler last went from idle to busy (None while idle)."""
         return self.scheduler.busy_since
+
+    @property
+    def broken(self) -> str | None:
+        """Why the engine can run no more jobs (its scheduler thread cannot continue), or
+        None; every job submitted meanwhile fails at once with ``SchedulerBrokenError``."""
+        return self.scheduler.broken
 
     def overload(self) -> str | None:
         """Why new work must be refused right now (None when there is room).
@@ -192,6 +191,9 @@ class EngineWorker:
         job it supersedes. ``client`` (default: ``client_identity``) is the fair-share key.
         """
         loop = asyncio.get_running_loop()
+        broken = self.broken
+        if broken is not None:
+            raise SchedulerBrokenError(broken)
         with self._lock:
             if not self._accepting:
                 raise WorkerStoppedError("the server is shutting down")
@@ -267,7 +269,7 @@ class EngineWorker:
             else:
                 result = job.fn(ScheduledEngine(self, job))
         except BaseException as exc:  # noqa: BLE001 - forwarded to the awaiting task
-            if not isinstance(exc, CALLER_ERRORS):
+            if not isinstance(exc, CALLER_ERRORS) and not was_logged(exc):
                 log.exception("engine job failed")
                 mark_logged(exc)
             # the counts first: whoever awaits the job sees it gone from depth and drain

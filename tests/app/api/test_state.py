@@ -38,3 +38,20 @@ def test_a_failed_load_is_named_and_shutting_down_is_its_own_503() -> None:
     r = client.post("/v1/chat/completions", json=BODY)
     assert r.status_code == 503 and r.json()["error"]["code"] == "shutting_down"
     assert client.get("/health").json()["status"] == "shutting_down"
+
+
+def test_a_broken_engine_is_a_503_naming_why_and_health_says_error() -> None:
+    """No model needed: a worker whose scheduler cannot continue (the real thing is in
+    test_engine_health.py)."""
+    from types import SimpleNamespace
+
+    app = create_app(Settings())
+    reason = "the scheduler loop failed 6 times in a row (last: RuntimeError: boom)"
+    app.state.livetrans.worker = SimpleNamespace(broken=reason, depth=0)
+    client = TestClient(app, base_url=LOOPBACK)
+    r = client.post("/v1/chat/completions", json=BODY)
+    assert r.status_code == 503 and r.json()["error"]["code"] == "engine_unavailable"
+    assert reason in r.json()["error"]["message"] and "retry-after" not in r.headers
+    health = client.get("/health")
+    assert health.status_code == 503 and health.json()["status"] == "error"
+    assert health.json()["error"] == f"engine unavailable: {reason}"
