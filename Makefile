@@ -23,17 +23,19 @@ lint: setup
 	$(BIN)/ruff check .
 
 # The browser test drives Debian's Chromium, the scale-out test Debian's nginx, the room-bus
-# tests Debian's redis-server and the speech-to-captions test Debian's espeak-ng (its speech
+# tests Debian's redis-server and redis-sentinel (the failover test) and the
+# speech-to-captions test Debian's espeak-ng (its speech
 # synthesiser); the caption-screen screenshots need a Japanese font (fonts-ipafont-gothic); without root or apt they are
 # skipped, not failed.
 system-deps:
 	@command -v chromium >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1 && \
 	  command -v espeak-ng >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1 && \
+	  command -v redis-sentinel >/dev/null 2>&1 && \
 	  [ -d /usr/share/fonts/opentype/ipafont-gothic ] || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      chromium nginx-light espeak-ng redis-server fonts-ipafont-gothic; \
-	  else echo "chromium/nginx/espeak-ng/redis-server missing: the browser, scale-out," \
+	      chromium nginx-light espeak-ng redis-server redis-sentinel fonts-ipafont-gothic; \
+	  else echo "chromium/nginx/espeak-ng/redis-server/redis-sentinel missing: the browser, scale-out," \
 	    "room-bus and speech tests" \
 	    "will be skipped"; fi; }
 

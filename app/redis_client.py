@@ -110,11 +110,13 @@ def is_sentinel(url: str) -> bool:
 
 
 def connect(url: str, *, max_connections: int, decode: bool = True,
-            socket_timeout: float = SOCKET_TIMEOUT_S) -> aioredis.Redis:
+            socket_timeout: float | None = None, extra_timeout: float = 0.0) -> aioredis.Redis:
     """A client of Redis at ``url`` on a pool of at most ``max_connections``. Callers bound
     their own concurrency below that (``asyncio.Semaphore``), so a crowd of viewers waits
-    its turn instead of failing with "too many connections"."""
-    options = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_timeout": socket_timeout,
+    its turn instead of failing with "too many connections". ``extra_timeout`` lengthens
+    the socket timeout for a client whose commands block on purpose (``XREAD BLOCK``)."""
+    timeout = (SOCKET_TIMEOUT_S if socket_timeout is None else socket_timeout) + extra_timeout
+    options = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_timeout": timeout,
                "health_check_interval": 15, "decode_responses": decode,
                # bytes another client wrote are data: a bad one must not fail a whole read
                "encoding_errors": "replace",

@@ -145,7 +145,7 @@ class RedisBus:
         self.client = connect(url, max_connections=MAX_CONNECTIONS)
         self._lease_client = connect(url, max_connections=2)  # renewals never queue
         self._read_client = connect(url, max_connections=2,  # XREAD BLOCK holds one
-                                    socket_timeout=READ_BLOCK_MS / 1000 + 5)
+                                    extra_timeout=READ_BLOCK_MS / 1000)
         self.durable = is_sentinel(url)  # with replicas: wait for a copy of kept writes
         self.outbox = Outbox(f"room bus {redacted(url)}", on_up=self._writes_up,
                              on_error=on_error, on_pending=on_pending)

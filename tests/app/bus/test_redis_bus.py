@@ -524,3 +524,34 @@ def test_an_unreachable_redis_is_one_line(tmp_path: Path) -> None:
         probe(server.url, timeout=1.0)
     message = str(caught.value)
     assert "\n" not in message and f"127.0.0.1:{server.port}" in message
+
+
+def test_every_final_once_in_order_through_a_sentinel_failover(tmp_path: Path) -> None:
+    """Debian's redis-sentinel watching a primary and its replica; the buses find the
+    primary through Sentinel. A failover mid-talk costs seconds of frames and no final:
+    kept writes wait for a replica's copy, and are made again on the new primary."""
+    from tests.redis_server import RedisSentinel
+
+    primary = RedisServer(tmp_path / "primary")
+    primary.start()
+    replica = RedisServer(tmp_path / "replica", replica_of=primary.port)
+    sentinel = None
+    try:
+        replica.start()
+        sentinel = RedisSentinel(tmp_path / "sentinel", primary.port)
+        sentinel.start()
+        sentinel.wait_for_replicas(1)
+
+        async def failover() -> None:
+            await asyncio.to_thread(sentinel.failover)
+
+        recent, frames = asyncio.run(_talk_through_a_fault(sentinel.url, failover,
+                                                           _nothing()))
+        moved = sentinel.primary()
+    finally:
+        if sentinel is not None:
+            sentinel.stop()
+        replica.stop()
+        primary.stop()
+    assert moved == replica.port  # the failover happened
+    assert _finals(recent + frames) == list(range(11))
