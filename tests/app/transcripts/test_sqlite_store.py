@@ -282,3 +282,41 @@ def test_the_factory_makes_the_folder_and_the_file(tmp_path: Path) -> None:
     assert isinstance(store, SqliteTranscriptStore)
     assert (folder / FILE_NAME).is_file()
     asyncio.run(store.close())
+
+
+def test_the_transcript_writer_comes_back_after_a_bug(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception injected once into the writer's task: counted, the task back within
+    its backoff, every line written once."""
+    from app import supervision
+    from app.outbox import Outbox
+    from app.transcripts.recorder import TranscriptRecorder
+
+    monkeypatch.setattr(supervision, "BACKOFF_S", (0.01,))
+    original, fired = Outbox._set_up, []
+
+    def once(self, up: bool, why: str = "") -> None:  # noqa: ANN001
+        if not fired:
+            fired.append(1)
+            raise RuntimeError("injected")
+        original(self, up, why)
+
+    monkeypatch.setattr(Outbox, "_set_up", once)
+
+    async def scenario() -> tuple[list[int], list[str]]:
+        restarted: list[str] = []
+        recorder = TranscriptRecorder(SqliteTranscriptStore(tmp_path / FILE_NAME),
+                                      on_restart=restarted.append)
+        await recorder.start()
+        recorder.start_talk(TalkRecord(room="r", talk_id="t", started_at=time.time(),
+                                       langs=("de",)))
+        for seg in range(3):
+            recorder.line("r", "t", "de", TranscriptLine(segment=seg, start_s=0, end_s=1,
+                                                         source="s", text=f"x{seg}"))
+        await asyncio.wait_for(recorder.written(), 10)
+        lines = await recorder.store.lines("r", "t", "de")
+        await recorder.close(1)
+        return [line.segment for line in lines], restarted
+
+    segments, restarted = asyncio.run(scenario())
+    assert segments == [0, 1, 2] and restarted == ["transcript-writer"]

@@ -1,0 +1,78 @@
+"""Supervised background tasks: an exception is logged with its traceback, counted, and the
+task is back after its backoff; only cancellation stops it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from app.supervision import Supervisor
+
+
+def test_a_task_that_fails_once_is_back_after_its_backoff(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> tuple[int, list[str], dict[str, int]]:
+        runs: list[int] = []
+        restarted: list[str] = []
+        supervisor = Supervisor(restarted.append, backoff_s=(0.01,))
+
+        async def body() -> None:
+            runs.append(1)
+            if len(runs) == 1:
+                raise KeyError("injected")
+            await asyncio.sleep(3600)
+
+        supervisor.spawn("reader", body)
+        for _ in range(200):
+            if len(runs) == 2:
+                break
+            await asyncio.sleep(0.01)
+        await supervisor.stop()
+        return len(runs), restarted, supervisor.restarts
+
+    with caplog.at_level(logging.ERROR, logger="livetrans.supervision"):
+        runs, restarted, restarts = asyncio.run(scenario())
+    assert runs == 2 and restarted == ["reader"] and restarts == {"reader": 1}
+    failures = [r for r in caplog.records if "reader" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].exc_info is not None  # once, with traceback
+
+
+def test_the_backoff_grows_while_it_keeps_failing_and_a_return_ends_it() -> None:
+    async def scenario() -> tuple[int, bool]:
+        runs: list[float] = []
+        supervisor = Supervisor(backoff_s=(0.01, 0.02, 0.04))
+
+        async def body() -> None:
+            runs.append(asyncio.get_running_loop().time())
+            if len(runs) < 4:
+                raise RuntimeError("again")
+
+        task = supervisor.spawn("writer", body)
+        await asyncio.wait_for(task, 5)  # the fourth run returns: done, not restarted
+        gaps = [b - a for a, b in zip(runs, runs[1:], strict=False)]
+        return len(runs), gaps[2] >= gaps[0]
+
+    runs, grew = asyncio.run(scenario())
+    assert runs == 4 and grew
+
+
+def test_a_failing_restart_counter_does_not_stop_the_task() -> None:
+    async def scenario() -> int:
+        runs: list[int] = []
+
+        def broken_counter(name: str) -> None:
+            raise ValueError(name)
+
+        supervisor = Supervisor(broken_counter, backoff_s=(0.01,))
+
+        async def body() -> None:
+            runs.append(1)
+            if len(runs) == 1:
+                raise RuntimeError("once")
+
+        await asyncio.wait_for(supervisor.spawn("leases", body), 5)
+        return len(runs)
+
+    assert asyncio.run(scenario()) == 2
