@@ -40,6 +40,7 @@ from app.vocab_trim.gguf_rewrite import (
     token_table,
     write_trimmed,
 )
+from app.vocab_trim.output import atomic_output, check_output_path, describe
 from app.vocab_trim.scripts import LANGUAGE_SCRIPTS, scripts_of
 from app.vocab_trim.selection import REASONS, coverage, select_tokens
 
@@ -105,13 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         model = resolve_model_path(args.model)
     except ModelFileError as exc:
         raise UsageError(str(exc)) from None
-    out = args.out.expanduser()
-    if out.exists() and out.resolve() == model.resolve():
-        raise UsageError(f"--out {out} is the model being trimmed; name a new file")
-    if out.is_dir():
-        raise UsageError(f"--out {out} is a folder; name the GGUF file to write")
     for _, path in args.corpus + args.check:
         require_file(path, "--corpus/--check")
+    out, report_path = _check_outputs(args, model)
     for lang, path in args.corpus:
         if lang not in args.langs:
             raise UsageError(f"--corpus {lang}={path}: {lang} is not in --langs "
@@ -125,10 +122,29 @@ def main(argv: list[str] | None = None) -> int:
         raise UsageError(f"cannot trim {model.name}: {exc}") from None
     text = json.dumps(report, indent=2, ensure_ascii=False)
     print(text)
-    if args.report:
-        args.report.parent.mkdir(parents=True, exist_ok=True)
-        args.report.write_text(text + "\n", encoding="utf-8")
+    if report_path is not None:
+        _write_report(report_path, text)
     return 0
+
+
+def _check_outputs(args: argparse.Namespace, model: Path) -> tuple[Path, Path | None]:
+    """``--out`` and ``--report`` as the real paths to write, refused now (one line, nothing
+    written) when they cannot be written: the work before writing takes seconds to
+    minutes."""
+    inputs = {"the model being trimmed": model}
+    inputs |= {f"the --corpus/--check file {lang}={path}": path
+               for lang, path in args.corpus + args.check}
+    out = check_output_path(args.out, "--out", inputs)
+    if args.report is None:
+        return out, None
+    return out, check_output_path(args.report, "--report",
+                                  {**inputs, "the --out file": out})
+
+
+def _write_report(path: Path, text: str) -> None:
+    with atomic_output(path, lambda exc: UsageError(
+            f"--report {path}: cannot write it ({describe(exc)})")) as tmp:
+        tmp.write_text(text + "\n", encoding="utf-8")
 
 
 def _read(path: Path, max_lines: int | None) -> list[str]:
@@ -145,7 +161,7 @@ def trim(model: Path, args: argparse.Namespace, out: Path) -> dict:
     t0 = time.perf_counter()
     reader = open_gguf(model)
     table = token_table(reader)
-    vocab = LlamaVocab.load(model)
+    vocab = _load_vocab(model)
     if vocab.n_vocab != len(table):
         raise TrimError(f"llama.cpp reads {vocab.n_vocab} tokens but the metadata lists "
                         f"{len(table)}")
@@ -160,7 +176,8 @@ def trim(model: Path, args: argparse.Namespace, out: Path) -> dict:
                               "distinct": int((c > 0).sum())}
         samples += [(lang, line) for line in lines[:CHECK_LINES]]
     selection = select_tokens(table, counts, scripts_of(args.langs), top=args.top,
-                              min_count=args.min_count, always=special_token_ids(reader))
+                              min_count=args.min_count,
+                              always=special_token_ids(reader, len(table)))
     held_out = {}
     for lang, path in args.check:
         c = count_lines(vocab, _read(path, args.max_lines), lang)
@@ -178,6 +195,22 @@ def trim(model: Path, args: argparse.Namespace, out: Path) -> dict:
         "corpora": corpora, "held_out": held_out, "check": check,
         "seconds": round(time.perf_counter() - t0, 1),
     }
+
+
+def _load_vocab(model: Path) -> LlamaVocab:
+    """llama.cpp's tokenizer of ``model``; a file whose GGUF structure is sound but whose
+    tokenizer llama.cpp refuses is a ``TrimError``, not a traceback."""
+    import logging
+
+    llama_log = logging.getLogger("livetrans.llama")  # its C error lines; ours is the one
+    llama_log.disabled = True
+    try:
+        return LlamaVocab.load(model)
+    except RuntimeError:
+        raise TrimError("llama.cpp cannot load its vocabulary (damaged metadata, or a model "
+                        "this llama.cpp does not support)") from None
+    finally:
+        llama_log.disabled = False
 
 
 def check_trimmed(full: LlamaVocab, out: Path, keep: np.ndarray,

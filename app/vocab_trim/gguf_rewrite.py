@@ -25,13 +25,12 @@ complete: a failure leaves no half-written model.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from app.vocab_trim.gguf_check import UnreadableGGUFError, check_gguf_file
+from app.vocab_trim.output import atomic_output, describe
 from app.vocab_trim.selection import TokenTable
 
 TRIMMABLE_TOKENIZERS = ("llama",)
@@ -46,17 +45,34 @@ SOURCE_TOKENIZER_KEY = "livetrans.vocab_trim.source_tokenizer"
 LANGS_KEY = "livetrans.vocab_trim.langs"  # app.loader reads it: the languages served
 
 
+_INTEGER_TYPES = frozenset(range(6)) | {10, 11}  # GGUFValueType: UINT8..INT32, UINT64, INT64
+_NUMBER_TYPES = _INTEGER_TYPES | {6, 12}  # and FLOAT32, FLOAT64
+_STRING_TYPES = frozenset({8})
+_BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
+
+
 class TrimError(Exception):
     """The model cannot be trimmed (one sentence, for the command line)."""
 
 
 def open_gguf(path: Path):  # noqa: ANN201 - gguf.GGUFReader
-    """A read-only ``GGUFReader`` (memory-mapped: tensors are read only when copied)."""
+    """A read-only ``GGUFReader`` (memory-mapped: tensors are read only when copied).
+
+    The header is walked first (``gguf_check``): ``GGUFReader`` trusts every count a
+    damaged file claims, so without the walk a truncated file is a traceback and a huge
+    claimed array costs gigabytes before anything fails."""
     import gguf
 
     try:
+        check_gguf_file(path)
+    except UnreadableGGUFError as exc:
+        raise TrimError(str(exc)) from None
+    except OSError as exc:
+        raise TrimError(f"cannot read {path}: {describe(exc)}") from None
+    try:
         return gguf.GGUFReader(path)
-    except (ValueError, OSError) as exc:
+    except (ValueError, KeyError, IndexError, TypeError, OverflowError, OSError) as exc:
+        # what the walk does not foresee; the reader's own words, still one line
         raise TrimError(f"{path} could not be read as GGUF ({exc})") from None
 
 
@@ -70,14 +86,43 @@ def token_table(reader) -> TokenTable:  # noqa: ANN001 - gguf.GGUFReader
         raise TrimError(f"the model's tokenizer type is '{model}'; only SentencePiece "
                         f"vocabularies ({', '.join(TRIMMABLE_TOKENIZERS)}: Gemma, Llama 2, "
                         "Mistral) can be trimmed safely")
-    tokens = reader.fields[_TOKENS].contents()
-    n = len(tokens)
-    for key in (_SCORES, _TYPES):
-        if key not in reader.fields or len(reader.fields[key].data) != n:
+    n = _array_length(reader, _TOKENS, _STRING_TYPES)
+    if n == 0:
+        raise TrimError(f"the model's {_TOKENS} array is empty")
+    for key, types in ((_SCORES, _NUMBER_TYPES), (_TYPES, _INTEGER_TYPES)):
+        if key not in reader.fields or _array_length(reader, key, types) != n:
             raise TrimError(f"the model's tokenizer lacks a complete {key} array")
+    tokens = reader.fields[_TOKENS].contents()
+    _require_byte_tokens(tokens)
     return TokenTable(tokens=tokens,
                       scores=np.asarray(reader.fields[_SCORES].contents(), dtype=np.float32),
                       types=np.asarray(reader.fields[_TYPES].contents(), dtype=np.int32))
+
+
+def _require_byte_tokens(tokens: list[str]) -> None:
+    """SentencePiece spells a character it has no token for in byte tokens (``<0xC3>``):
+    llama.cpp looks them up by name and aborts the process when one is missing, and a
+    trimmed vocabulary relies on them for all text outside the kept set."""
+    present = set(tokens)
+    missing = [name for name in _BYTE_TOKENS if name not in present]
+    if missing:
+        raise TrimError(f"the model's tokenizer lacks {len(missing)} of the 256 byte tokens "
+                        f"(such as {missing[0]}) that SentencePiece falls back to; llama.cpp "
+                        "cannot tokenize text with it")
+
+
+def _array_length(reader, key: str, item_types: frozenset[int]) -> int:  # noqa: ANN001
+    """The length of the metadata array ``key`` (``TrimError`` when it is something else
+    or holds items of another type: a damaged file must not reach numpy as a traceback)."""
+    import gguf
+
+    field = reader.fields[key]
+    if not field.types or field.types[0] != gguf.GGUFValueType.ARRAY:
+        raise TrimError(f"the model's {key} is not an array")
+    if len(field.data) and field.types[-1] not in item_types:
+        raise TrimError(f"the model's {key} array holds {field.types[-1].name.lower()} "
+                        "items, not the type llama.cpp reads there")
+    return len(field.data)
 
 
 def _field_value(reader, key: str):  # noqa: ANN001, ANN202
@@ -85,11 +130,23 @@ def _field_value(reader, key: str):  # noqa: ANN001, ANN202
     return None if field is None else field.contents()
 
 
-def special_token_ids(reader) -> list[int]:  # noqa: ANN001 - gguf.GGUFReader
+def special_token_ids(reader, n_vocab: int) -> list[int]:  # noqa: ANN001 - gguf.GGUFReader
     """The ids the metadata names (``tokenizer.ggml.bos_token_id`` and the like): a trimmed
-    model must keep them whatever their type."""
-    return [int(f.contents()) for f in reader.fields.values()
+    model must keep them whatever their type. Each must be a whole number below
+    ``n_vocab`` (else ``TrimError``: the selection indexes the vocabulary with them)."""
+    return [_token_id(f, n_vocab) for f in reader.fields.values()
             if f.name.startswith("tokenizer.ggml.") and f.name.endswith("_token_id")]
+
+
+def _token_id(field, n_vocab: int) -> int:  # noqa: ANN001 - gguf.ReaderField
+    if len(field.types) != 1 or field.types[0] not in _INTEGER_TYPES:
+        kind = field.types[0].name.lower() if field.types else "empty"
+        raise TrimError(f"the model's {field.name} is of type {kind}, not a token id")
+    value = int(field.contents())
+    if not 0 <= value < n_vocab:
+        raise TrimError(f"the model's {field.name} is {value}, not a token id of its "
+                        f"{n_vocab}-token vocabulary")
+    return value
 
 
 def _per_token_rows(tensor, n_vocab: int) -> bool:  # noqa: ANN001
@@ -101,57 +158,59 @@ def _per_token_rows(tensor, n_vocab: int) -> bool:  # noqa: ANN001
 def write_trimmed(reader, keep: np.ndarray, out: Path, langs: list[str],  # noqa: ANN001
                   tokenizer: str) -> None:
     """Write ``reader``'s model with only the token ids ``keep`` (ascending) to ``out``;
-    ``tokenizer`` is the identity of ``reader``'s tokenizer (``LlamaVocab.identity``)."""
-    import gguf
-
+    ``tokenizer`` is the identity of ``reader``'s tokenizer (``LlamaVocab.identity``).
+    Written beside ``out`` and renamed into place (``output.atomic_output``): a failure,
+    an interrupt included, leaves nothing behind; an ``OSError`` (a full disk) is a
+    ``TrimError``."""
     table_size = len(reader.fields[_TOKENS].data)
     keep = np.asarray(keep, dtype=np.int64)
     if len(keep) == 0 or np.any(np.diff(keep) <= 0) or keep[-1] >= table_size:
         raise ValueError("keep must be ascending token ids of the model")
-    new_id = np.full(table_size, -1, dtype=np.int64)
-    new_id[keep] = np.arange(len(keep))
     rows = {t.name for t in reader.tensors if _per_token_rows(t, table_size)}
     if not rows:
         raise TrimError("the model has no tensor with one row per token; its vocabulary "
                         "cannot be cut")
-
-    arch = _field_value(reader, "general.architecture")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        writer = gguf.GGUFWriter(tmp, arch, endianess=reader.endianess)
-        _copy_metadata(reader, writer, keep, new_id, table_size)
-        earlier = reader.fields.get(SOURCE_IDS_KEY)
-        source = np.asarray(earlier.contents())[keep] if earlier is not None else keep
-        writer.add_array(SOURCE_IDS_KEY, [int(i) for i in source])
-        writer.add_string(SOURCE_TOKENIZER_KEY,
-                          _field_value(reader, SOURCE_TOKENIZER_KEY) or tokenizer)
-        writer.add_string(LANGS_KEY, ",".join(langs))
-        tensors = []
-        for t in reader.tensors:
-            data = t.data[keep] if t.name in rows else t.data
-            writer.add_tensor_info(t.name, data.shape, data.dtype, data.nbytes, t.tensor_type)
-            tensors.append(data)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
-        for data in tensors:
-            writer.write_tensor_data(np.ascontiguousarray(data),
-                                     tensor_endianess=reader.endianess)
-        writer.close()
-        os.replace(tmp, out)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    with atomic_output(out, lambda exc: TrimError(f"cannot write {out}: {describe(exc)}")
+                       ) as tmp:
+        _write(reader, tmp, keep, rows, langs, tokenizer)
 
 
-def _copy_metadata(reader, writer, keep: np.ndarray, new_id: np.ndarray,  # noqa: ANN001
-                   table_size: int) -> None:
+def _write(reader, tmp: Path, keep: np.ndarray, rows: set[str],  # noqa: ANN001
+           langs: list[str], tokenizer: str) -> None:
+    """The whole trimmed model into ``tmp``: metadata cut and renumbered, provenance
+    added, the per-token tensors' kept rows and every other tensor copied byte for
+    byte."""
     import gguf
 
+    writer = gguf.GGUFWriter(tmp, _field_value(reader, "general.architecture"),
+                             endianess=reader.endianess)
+    _copy_metadata(reader, writer, keep)
+    earlier = reader.fields.get(SOURCE_IDS_KEY)
+    source = np.asarray(earlier.contents())[keep] if earlier is not None else keep
+    writer.add_array(SOURCE_IDS_KEY, [int(i) for i in source])
+    writer.add_string(SOURCE_TOKENIZER_KEY,
+                      _field_value(reader, SOURCE_TOKENIZER_KEY) or tokenizer)
+    writer.add_string(LANGS_KEY, ",".join(langs))
+    tensors = []
+    for t in reader.tensors:
+        data = t.data[keep] if t.name in rows else t.data
+        writer.add_tensor_info(t.name, data.shape, data.dtype, data.nbytes, t.tensor_type)
+        tensors.append(data)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    for data in tensors:
+        writer.write_tensor_data(np.ascontiguousarray(data),
+                                 tensor_endianess=reader.endianess)
+    writer.close()
+
+
+def _copy_metadata(reader, writer, keep: np.ndarray) -> None:  # noqa: ANN001
+    import gguf
+
+    table_size = len(reader.fields[_TOKENS].data)
+    new_id = np.full(table_size, -1, dtype=np.int64)
+    new_id[keep] = np.arange(len(keep))
     for f in reader.fields.values():
         if f.name.startswith("GGUF.") or f.name == "general.architecture":
             continue  # the writer writes its own
