@@ -36,7 +36,40 @@ def _answers(port: int) -> bool:
         return False
 
 
-class RedisServer:
+class _Process:
+    """A Redis program on a loopback port: started, waited for, stopped."""
+
+    port: int
+    proc: subprocess.Popen | None
+
+    def _launch(self, argv: list[str], timeout: float) -> None:
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while not _answers(self.port):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{Path(argv[0]).name} did not start on port {self.port}")
+            time.sleep(0.05)
+
+    def _client(self, decode: bool = True):  # noqa: ANN202 - redis.Redis
+        import redis
+
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=30,
+                           decode_responses=decode)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)  # a paused one must hear the terminate
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc = None
+
+
+class RedisServer(_Process):
     """One ``redis-server`` process on 127.0.0.1; ``stop``/``start`` simulate an outage
     (same port; without ``persist`` a restarted Redis is empty)."""
 
@@ -56,25 +89,17 @@ class RedisServer:
 
     def start(self, timeout: float = 10.0) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
+        self._launch(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "yes" if self.persist else "no",
              "--appendfsync", "always", "--dir", str(self.workdir),
              "--protected-mode", "yes", "--loglevel", "warning",
              *(["--replicaof", "127.0.0.1", str(self.replica_of)] if self.replica_of else [])],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while not _answers(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.05)
+            timeout)
 
     def cli(self, *args: object) -> object:
         """One command on its own connection (what an operator types in redis-cli)."""
-        import redis
-
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=30,
-                             decode_responses=True)
+        client = self._client()
         try:
             return client.execute_command(*args)
         finally:
@@ -89,18 +114,6 @@ class RedisServer:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGCONT)
 
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)  # a paused one must hear the terminate
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
-
-
 @contextmanager
 def redis_server(workdir: Path, persist: bool = False) -> Iterator[RedisServer]:
     server = RedisServer(workdir, persist=persist)
@@ -111,7 +124,7 @@ def redis_server(workdir: Path, persist: bool = False) -> Iterator[RedisServer]:
         server.stop()
 
 
-class RedisSentinel:
+class RedisSentinel(_Process):
     """Debian's ``redis-sentinel`` watching one primary as ``SERVICE`` (quorum 1), on a
     loopback port: the failover tests' Sentinel. ``failover()`` is what an operator (or a
     dead primary) triggers."""
@@ -139,19 +152,10 @@ class RedisSentinel:
             f"sentinel down-after-milliseconds {self.SERVICE} 2000\n"
             f"sentinel failover-timeout {self.SERVICE} 10000\n"
             f"sentinel parallel-syncs {self.SERVICE} 1\n", encoding="utf-8")
-        self.proc = subprocess.Popen([REDIS_SENTINEL, str(conf), "--loglevel", "warning"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while not _answers(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-sentinel did not start on port {self.port}")
-            time.sleep(0.05)
+        self._launch([REDIS_SENTINEL, str(conf), "--loglevel", "warning"], timeout)
 
     def primary(self) -> int:
-        import redis
-
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5,
-                             decode_responses=True)
+        client = self._client()
         try:
             return int(client.execute_command(
                 "SENTINEL", "get-master-addr-by-name", self.SERVICE)[1])
@@ -160,10 +164,7 @@ class RedisSentinel:
 
     def wait_for_replicas(self, n: int, timeout: float = 30.0) -> None:
         """Until Sentinel knows ``n`` replicas of the primary (it can fail over then)."""
-        import redis
-
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5,
-                             decode_responses=True)
+        client = self._client()
         deadline = time.monotonic() + timeout
         try:
             while time.monotonic() < deadline:
@@ -176,20 +177,8 @@ class RedisSentinel:
         raise RuntimeError("Sentinel did not see the replicas")
 
     def failover(self) -> None:
-        import redis
-
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+        client = self._client()
         try:
             client.execute_command("SENTINEL", "failover", self.SERVICE)
         finally:
             client.close()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None

@@ -6,32 +6,14 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 
-import httpx
 import websockets
 
-from tests.conftest import free_port
+from tests.server_process import serve_process
 
 
 def test_sigterm_flushes_finals_and_closes_websockets_with_1001() -> None:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--log-level",
-         "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None, "server did not start"
-            time.sleep(0.2)
-
+    with serve_process() as (proc, port):
         async def main() -> tuple[list[dict], int | None]:
             async with websockets.connect(f"ws://127.0.0.1:{port}/v1/live") as ws:
                 await ws.send(json.dumps({"type": "start", "target_lang": "de"}))
@@ -57,6 +39,3 @@ def test_sigterm_flushes_finals_and_closes_websockets_with_1001() -> None:
         assert msgs[-1]["type"] == "done" and close_code == 1001
         # uvicorn re-raises the signal after its graceful shutdown
         assert proc.wait(60) in (0, -signal.SIGTERM)
-    finally:
-        if proc.poll() is None:
-            proc.kill()

@@ -9,9 +9,6 @@ import asyncio
 import contextlib
 import json
 import os
-import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -19,8 +16,9 @@ import httpx
 import pytest
 import websockets
 
-from tests.conftest import LiveServer, free_port
+from tests.conftest import LiveServer
 from tests.redis_server import RedisServer, redis_server
+from tests.server_process import serve_process
 
 SENTENCES = ["Good morning everyone.", "Thank you for coming.", "Let us begin.",
              "The first slide shows the plan.", "Questions come at the end."]
@@ -289,23 +287,10 @@ def test_a_replica_killed_mid_talk_frees_its_room_and_the_speaker_goes_on_elsewh
     """SIGKILL of the speaker's replica (a separate process): its viewers on the other
     replica get the finals it had sent, then ``ended`` once the lease runs out; the
     speaker reconnects to the other replica and goes on in the same room (a new talk)."""
-    port = free_port()
     env = {**os.environ, "LIVETRANS_DATA_DIR": str(tmp_path / "data-a")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--room-bus",
-         redis.url, "--replica-id", "a", "--room-lease-s", "2", "--log-level", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     room = _room()
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None, "a did not start"
-            time.sleep(0.2)
+    with serve_process("--room-bus", redis.url, "--replica-id", "a", "--room-lease-s", "2",
+                       env=env) as (proc, port):
         with LiveServer(replica_id="b", room_bus=redis.url, room_lease_s=2) as b:
             async def main() -> tuple[list[dict], list[dict], list[dict], list[dict]]:
                 first: list[dict] = []
@@ -352,10 +337,6 @@ def test_a_replica_killed_mid_talk_frees_its_room_and_the_speaker_goes_on_elsewh
                 return first, second, watched, rewatched
 
             first, second, watched, rewatched = asyncio.run(main())
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
     assert [f["segment"] for f in _finals(watched)] == [0, 1]
     assert watched[-1]["type"] == "ended"
     assert [f["segment"] for f in _finals(rewatched)] == [2, 3]

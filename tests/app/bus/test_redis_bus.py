@@ -97,6 +97,16 @@ async def _watch(bus: RedisBus, registry: RoomRegistry, room: str = ROOM):  # no
     return registry.join(room, "de", **BOUNDS)
 
 
+async def _running(a: RedisBus, b: RedisBus, reg_b: RoomRegistry):  # noqa: ANN202
+    """A talk on a with a viewer on b that has had its first final."""
+    talk = _talk(ROOM, "a")
+    await a.claim(talk)
+    viewer, _ = await _watch(b, reg_b)
+    a.caption(talk, *_caption(0, True))
+    await _frames(viewer, until_final=0)
+    return talk, viewer
+
+
 def _finals(frames: list[dict]) -> list[int]:
     return [f["segment"] for f in frames if f.get("final")]
 
@@ -321,11 +331,7 @@ def test_foreign_entries_of_every_shape_are_skipped_and_counted(redis: RedisServ
         skipped: list[int] = []
         a, b, _, reg_b = await _started(redis.url, on_skipped=lambda: skipped.append(1))
         try:
-            talk = _talk(ROOM, "a")
-            await a.claim(talk)
-            viewer, _ = await _watch(b, reg_b)
-            a.caption(talk, *_caption(0, True))
-            await _frames(viewer, until_final=0)
+            talk, viewer = await _running(a, b, reg_b)
             for fields in FOREIGN:
                 clean = {k: v.encode("utf-8", "surrogateescape") for k, v in fields.items()}
                 redis.cli("XADD", f"livetrans:finals:{ROOM}", "*",
@@ -378,11 +384,7 @@ def test_redis_losing_its_data_mid_talk_neither_ends_it_nor_gives_the_room_away(
     async def scenario() -> tuple[list[dict], bool, str]:
         a, b, _, reg_b = await _started(redis.url, lease_s=1.5)
         try:
-            talk = _talk(ROOM, "a")
-            await a.claim(talk)
-            viewer, _ = await _watch(b, reg_b)
-            a.caption(talk, *_caption(0, True))
-            await _frames(viewer, until_final=0)
+            talk, viewer = await _running(a, b, reg_b)
             await asyncio.to_thread(redis.stop)
             await asyncio.to_thread(redis.start)  # empty
             rival = "taken"
