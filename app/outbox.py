@@ -19,6 +19,7 @@ its reason and skipped, so one bad write does not stop every later one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -29,7 +30,9 @@ log = logging.getLogger("livetrans.outbox")
 MAX_KEPT_BYTES = 64 * 1024 * 1024  # writes that must not be lost, waiting for the store
 WRITE_OVERHEAD = 256  # bytes a write costs beyond what it says it carries
 MAX_DROPPABLE = 1_000  # writes that may be lost, waiting while the store is up
-RETRY_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+# waits between tries while the store is away: short, since finals made during an outage
+# reach other replicas' viewers only once a try succeeds (``poke`` cuts a wait short)
+RETRY_S = (0.2, 0.5, 1.0, 2.0)
 
 
 class StoreUnavailable(Exception):
@@ -75,6 +78,7 @@ class Outbox:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        self._retry_now = asyncio.Event()
         self._on_up, self._on_error, self._on_pending = on_up, on_error, on_pending
 
     def __len__(self) -> int:
@@ -142,7 +146,7 @@ class Outbox:
                     self._pop()
                     self.dropped += 1
                     continue
-                await asyncio.sleep(RETRY_S[min(failures, len(RETRY_S) - 1)])
+                await self._wait_to_retry(RETRY_S[min(failures, len(RETRY_S) - 1)])
                 failures += 1
                 continue
             except asyncio.CancelledError:
@@ -157,6 +161,16 @@ class Outbox:
             failures = 0
             self._pop()
             self._set_up(True)
+
+    def poke(self) -> None:
+        """The store answers again (another client of it saw so): retry now, not after
+        the rest of the backoff."""
+        self._retry_now.set()
+
+    async def _wait_to_retry(self, delay: float) -> None:
+        self._retry_now.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._retry_now.wait(), delay)
 
     async def drain(self, timeout: float) -> bool:
         """Wait until every write is made (True) or ``timeout`` passes (False)."""

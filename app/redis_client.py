@@ -24,6 +24,8 @@ from urllib.parse import unquote
 
 import redis.asyncio as aioredis
 from redis import exceptions as rex
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 SOCKET_TIMEOUT_S = 5.0
 CONNECT_TIMEOUT_S = 2.0
@@ -116,7 +118,13 @@ def connect(url: str, *, max_connections: int, decode: bool = True,
     its turn instead of failing with "too many connections". ``extra_timeout`` lengthens
     the socket timeout for a client whose commands block on purpose (``XREAD BLOCK``)."""
     timeout = (SOCKET_TIMEOUT_S if socket_timeout is None else socket_timeout) + extra_timeout
-    options = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_timeout": timeout,
+    # a pooled connection Redis closed (CLIENT KILL, a restart, an idle timeout) fails at
+    # its next use: try once more on a new one instead of failing a viewer's join. Only on
+    # a closed connection, not a timeout: a command that timed out may have run (livetrans'
+    # writes are idempotent anyway, but a stalled Redis must not be waited on twice)
+    options = {"retry": Retry(ExponentialBackoff(cap=0.2, base=0.02), 2,
+                              supported_errors=(rex.ConnectionError,)),
+               "socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_timeout": timeout,
                "health_check_interval": 15, "decode_responses": decode,
                # bytes another client wrote are data: a bad one must not fail a whole read
                "encoding_errors": "replace",

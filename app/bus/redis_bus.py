@@ -82,9 +82,11 @@ _NOW = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 """
-# Claim a room. KEYS: owner, epoch. ARGV: value, lease ms. 1 taken, 0 owned by another,
+# Claim a room. KEYS: owner, epoch. ARGV: value, lease ms. 1 taken (or ours already: a
+# retry), 0 owned by another,
 # -1 Redis lost its data a moment ago: owners take their rooms back first.
 _CLAIM = _NOW + """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return 1 end  -- a retry of a claim that ran
 local epoch = redis.call('GET', KEYS[2])
 if not epoch then redis.call('SET', KEYS[2], now) return -1 end
 if now - tonumber(epoch) < tonumber(ARGV[2]) then return -1 end
@@ -212,6 +214,7 @@ class RedisBus:
         if part != "writes":  # the outbox logs its own outages
             if up:
                 log.warning("room bus: %s work again", part)
+                self.outbox.poke()  # Redis is back: waiting finals go now
             else:
                 log.error("room bus: %s fail (%s); retrying", part, why)
         if self._on_up is not None:

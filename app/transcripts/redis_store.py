@@ -16,8 +16,9 @@ list hides (and, when a talk begins, drops) talks that started longer ago than t
 no retention, transcripts are kept until a room's newer talks push them out. Run Redis
 with persistence (as docker/compose.yaml does) to keep them across a Redis restart.
 
-A Redis that cannot be reached or answers "not now" raises ``TranscriptUnavailable``: the recorder keeps the
-line and retries, a download answers 503.
+A Redis that cannot be reached or answers "not now" (an error reply such as OOM or READONLY)
+raises ``TranscriptUnavailable``: the recorder keeps the line and retries, a download
+answers 503.
 """
 
 from __future__ import annotations
