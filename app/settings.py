@@ -105,7 +105,8 @@ class ServerSettings(BaseSettings):
     live_max_pending_finals: int = Field(
         256, ge=1, description="finals queued per live connection before backpressure")
     live_backpressure_s: float = Field(
-        30.0, gt=0, description="seconds a live reader waits for room before too_many_pending")
+        30.0, gt=0, description="seconds a live reader waits for room before too_many_pending "
+                         "(at most 5 s before it has read all the client sent: the keepalive)")
     live_start_timeout_s: float = Field(
         10.0, gt=0, description="seconds a new live socket may take to send 'start'; then "
                                 "it gets a start_timeout error frame and is closed (1008), "

@@ -4,7 +4,9 @@ One connection is one speaker (a session per target language), in three parts:
 
 - the reader (``LiveConnection``, here): reads frames, validates them before they become
   state (``live_messages``), applies the start deadline and backpressure, and hands
-  updates to the fan-out. It never waits for the model.
+  updates to the fan-out. It never waits for the model, and never leaves the socket unread
+  long enough for the WebSocket keepalive to give up on a client that is there
+  (``live_limits.ReadPauses``).
 - the fan-out and its per-language pipelines (``live_pipeline``): coalescing, superseding,
   one engine job per language, display policies, revisions; every final gets exactly one
   caption or one ``error`` frame naming its ``segment`` per language.
@@ -13,14 +15,17 @@ One connection is one speaker (a session per target language), in three parts:
 
 Hostile input never costs the connection: every frame sent is encodable (``live_frames``),
 an unexpected exception is logged and answered as ``internal_error`` for its segment, and
-the socket is always ended with a close frame. Bounds (frame size, connections, pending
-finals, origins) are in ``live_limits``.
+the socket is always ended with a close frame. Whatever ends a connection while the client
+is there (``stop``, shutdown, a crash) answers every accepted final first: its captions, or
+an error frame naming its segment (``FanOut.abandon``). Bounds (frame size, connections,
+pending finals, origins) are in ``live_limits``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -31,6 +36,7 @@ from app.api.live_limits import (
     CLOSE_POLICY,
     CLOSE_TRY_AGAIN,
     LiveLimits,
+    ReadPauses,
     admission_refusal,
     limits_of,
 )
@@ -65,6 +71,22 @@ CLOSE_INTERNAL = 1011
 
 # After 'stop', frames already on the wire are still answered (refused) before 'done'.
 LATE_FRAMES_S = 0.2
+# On shutdown, what is left untranslated this long before the grace runs out is answered
+# with error frames (at most; a quarter of a shorter grace), before the server closes
+# every socket (1012) with nothing said.
+SHUTDOWN_ANSWER_S = 1.0
+
+
+def answer_within(grace_s: float) -> float:
+    """Seconds after shutdown begins when a live connection stops translating and answers
+    what is left: before ``serve`` closes every socket, at the whole seconds of its grace
+    (``--shutdown-grace-s``, which uvicorn takes as an integer)."""
+    grace = math.floor(grace_s)
+    return max(0.0, grace - min(SHUTDOWN_ANSWER_S, grace / 4))
+
+
+def loop_time() -> float:
+    return asyncio.get_running_loop().time()
 
 
 def _settle_translator(task: asyncio.Task) -> None:
@@ -97,6 +119,11 @@ class LiveConnection:
         self.audio: AudioInput | None = None  # speech in: set by an audio 'start'
         self.audio_task: asyncio.Task | None = None
         self.audio_after_stop_refused = False
+        self.pauses = ReadPauses(self.limits.read_pause_s)
+        self.worker: asyncio.Task | None = None  # the fan-out, from ``run``
+        # set on shutdown: when translation stops and what is left is answered (loop time)
+        self.give_up_at: float | None = None
+        self.give_up_timer: asyncio.TimerHandle | None = None
 
     @property
     def queue(self) -> SegmentQueue:
@@ -106,8 +133,24 @@ class LiveConnection:
         await self.publisher.error(code, message, **where)
 
     def begin_shutdown(self) -> None:
+        """Finish what was accepted, then 'done' (1001); what the shutdown's grace leaves
+        untranslated is answered by error frames (``give_up``) before the server closes."""
         self.stopping = True
         self.end_input()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop: nothing runs that could be answered
+            return
+        if self.give_up_timer is None:
+            self.give_up_at = loop.time() + answer_within(self.state.settings.shutdown_grace_s)
+            self.give_up_timer = loop.call_at(self.give_up_at, self.give_up)
+
+    def give_up(self) -> None:
+        """The shutdown's grace is nearly over: stop translating and recognising; ``run``
+        answers every final left with a ``shutting_down`` error frame, then 'done'."""
+        for task in (self.worker, self.audio_task):
+            if task is not None and not task.done():
+                task.cancel()
 
     def end_input(self) -> None:
         """No more input: an audio source first recognises what is left (it stops the
@@ -131,7 +174,9 @@ class LiveConnection:
         """Read frames until the client leaves or the translator is done, then close."""
         # fair share in the engine: this connection's work is one client's (tasks inherit it)
         client_identity.set(f"live:{id(self):x}")
-        worker = asyncio.create_task(self.fan.run())
+        worker = self.worker = asyncio.create_task(self.fan.run())
+        if self.give_up_at is not None and loop_time() >= self.give_up_at:
+            worker.cancel()  # shut down before it began
         settled = False  # the translator's outcome read (else it is read when it ends)
         loop = asyncio.get_running_loop()
         start_by = loop.time() + self.limits.start_timeout_s
@@ -139,9 +184,10 @@ class LiveConnection:
             while not worker.done():
                 await self.wait_for_room(worker)
                 receive = asyncio.create_task(self.ws.receive())
+                asked = loop.time()
                 # until 'start' is accepted, the socket has a deadline: an idle one would
                 # hold a --max-live-sessions slot forever
-                wait_s = None if self.sessions else max(0.0, start_by - loop.time())
+                wait_s = None if self.sessions else max(0.0, start_by - asked)
                 try:
                     done, _ = await asyncio.wait({receive, worker}, timeout=wait_s,
                                                  return_when=asyncio.FIRST_COMPLETED)
@@ -161,24 +207,17 @@ class LiveConnection:
                     return
                 if message["type"] == "websocket.disconnect":
                     return
+                self.pauses.received(loop.time() - asked)
                 await self.handle_message(message)
-            crash, settled = worker.exception(), True
-            if isinstance(crash, ConnectionGone):
-                return
-            if crash is not None:
-                log_unexpected(log, crash, "live translator")
-                code = CLOSE_INTERNAL
-            else:
-                if not await self.refuse_late_frames():
-                    return
-                # the room is free on every replica before the speaker hears 'done'
-                await self.publisher.finish_room()
-                await self.publisher.send({"type": "done"})
-                code = CLOSE_GOING_AWAY if self.state.shutting_down else CLOSE_NORMAL
-            await self.ws.close(code=code)
+            settled = True
+            code = await self.end_talk(worker)
+            if code is not None:
+                await self.ws.close(code=code)
         except (ConnectionGone, WebSocketDisconnect, RuntimeError, OSError):
             pass  # the client left; nothing can be sent
         finally:
+            if self.give_up_timer is not None:
+                self.give_up_timer.cancel()
             if not worker.done():
                 worker.cancel()
             if not settled:
@@ -188,17 +227,43 @@ class LiveConnection:
                     self.audio_task.cancel()  # a decode under way finishes, unread
                 self.audio_task.add_done_callback(_settle_translator)
 
+    async def end_talk(self, worker: asyncio.Task) -> int | None:
+        """The translator ended: answer what it left, say 'done' where the protocol says
+        so; the close code, or None when the client is gone."""
+        if worker.cancelled():  # the shutdown's grace is over (``give_up``)
+            await self.fan.abandon("shutting_down", "the server is shutting down; this "
+                                   "final was not translated")
+        else:
+            crash = worker.exception()
+            if isinstance(crash, ConnectionGone):
+                return None
+            if crash is not None:
+                log_unexpected(log, crash, "live translator")
+                await self.fan.abandon("internal_error", "Internal server error.")
+                return CLOSE_INTERNAL
+            if not await self.refuse_late_frames():
+                return None
+        # the room is free on every replica before the speaker hears 'done'
+        await self.publisher.finish_room()
+        await self.publisher.send({"type": "done"})
+        return CLOSE_GOING_AWAY if self.state.shutting_down else CLOSE_NORMAL
+
     async def refuse_late_frames(self) -> bool:
         """Answer frames that crossed 'stop' on the wire before 'done' is sent.
 
         The translator is finished, but a final the client sent just after 'stop' may
         already be on its way: it must be refused by an error frame naming it (``stopping``),
-        not lost in the close. Frames are read until none arrived for ``LATE_FRAMES_S``;
-        False if the client left meanwhile.
+        not lost in the close. Frames are read until none arrived for ``LATE_FRAMES_S``
+        (or the shutdown's grace is over); False if the client left meanwhile.
         """
         while True:
+            wait_s = LATE_FRAMES_S
+            if self.give_up_at is not None:
+                wait_s = min(wait_s, self.give_up_at - loop_time())
+                if wait_s <= 0:
+                    return True
             try:
-                message = await asyncio.wait_for(self.ws.receive(), LATE_FRAMES_S)
+                message = await asyncio.wait_for(self.ws.receive(), wait_s)
             except TimeoutError:
                 return True
             except Exception:  # noqa: BLE001 - receiving on a dead socket
@@ -207,34 +272,38 @@ class LiveConnection:
                 return False
             await self.handle_message(message)
 
-    async def wait_for_room(self, worker: asyncio.Task) -> None:
-        """Backpressure: while ``max_pending_finals`` finals (or a full audio backlog) wait,
-        stop reading (the client's sends block in TCP instead of growing this queue), for
-        up to ``backpressure_s``."""
-        limit = self.limits.max_pending_finals
+    def full(self) -> bool:
+        """No room for another final (``max_pending_finals`` wait) or for more audio."""
         audio = self.audio
+        return (len(self.queue.finals) >= self.limits.max_pending_finals
+                or (audio is not None and audio.full))
 
-        def full() -> bool:
-            return len(self.queue.finals) >= limit or (audio is not None and audio.full)
+    async def wait_for_room(self, worker: asyncio.Task) -> None:
+        """Backpressure: while there is no room, stop reading (the client's sends wait in
+        TCP instead of growing this queue), within the budget of ``self.pauses``.
 
-        if not full():
-            return
+        A spent budget means: read on. A final that finds no room gets
+        ``too_many_pending`` naming its segment, audio beyond the backlog is dropped with
+        ``audio_overrun``, and the keepalive's pong, behind the client's frames, is read:
+        the connection outlives any overload. After 'stop' nothing needs room (everything
+        is refused), so the socket is read at once.
+        """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.limits.backpressure_s
-        while full() and not worker.done():
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                # read on: a final beyond the bound gets 'too_many_pending', audio beyond
-                # the backlog 'audio_overrun'
+        while not self.stopping and self.full() and not worker.done():
+            left = self.pauses.left()
+            if left <= 0:
                 return
+            audio = self.audio
             event = audio.room if audio is not None and audio.full else self.queue.room
             event.clear()
             room = asyncio.create_task(event.wait())
+            began = loop.time()
             try:
-                await asyncio.wait({room, worker}, timeout=remaining,
+                await asyncio.wait({room, worker}, timeout=left,
                                    return_when=asyncio.FIRST_COMPLETED)
             finally:
                 room.cancel()
+                self.pauses.paused(loop.time() - began)
 
     async def handle_message(self, message: dict[str, Any]) -> None:
         """One received frame; a bug while handling it is answered, never fatal."""

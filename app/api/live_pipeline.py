@@ -182,6 +182,9 @@ class FanOut:
         # queue positions (one per language) of a partial that was superseded while waiting:
         # its replacement takes the same places instead of going to the back of the queue
         self.partial_seqs: dict[str, int] | None = None
+        # the update being translated and its job per language; left set when ``run`` is
+        # cancelled mid-way, so that ``abandon`` answers the languages it left unanswered
+        self.running: tuple[Update, dict[str, asyncio.Task]] | None = None
 
     def stop(self) -> None:
         """No more updates: translate what is queued, then end."""
@@ -219,6 +222,7 @@ class FanOut:
             except ConnectionGone:
                 raise
             except Exception as exc:  # noqa: BLE001 - one update's bug, not the connection's
+                self.running = None  # answered here, never again by ``abandon``
                 log_unexpected(log, exc, "live translator", update.segment)
                 await self.publisher.error("internal_error", "Internal server error.",
                                            segment=update.segment, final=update.final)
@@ -248,6 +252,7 @@ class FanOut:
         jobs = [asyncio.create_task(p.translate(update, self, started, cancel, begun[p.lang],
                                                 seqs[p.lang]))
                 for p in pipelines]
+        self.running = (update, {p.lang: job for p, job in zip(pipelines, jobs, strict=True)})
         everything = asyncio.gather(*jobs, return_exceptions=True)
         try:
             if not update.final:
@@ -265,12 +270,18 @@ class FanOut:
                         job.cancel()  # the engine skips them when their turn comes
                     await asyncio.wait(jobs)
                     self.superseded += 1  # a newer update replaced it while it waited
+                    self.running = None
                     return
             results = await everything
+        except asyncio.CancelledError:
+            for job in jobs:  # asyncio.wait leaves them running: no caption after this
+                job.cancel()
+            raise
         finally:
             self.inflight = None
             if update.final or any(b.is_set() for b in begun.values()):
                 self.partial_seqs = None  # it ran: the next partial queues anew
+        self.running = None
         if not update.final and any(r is True for r in results):
             self.superseded += 1  # stopped by a final while running
         for p, result in zip(pipelines, results, strict=True):
@@ -281,3 +292,24 @@ class FanOut:
                 await self.publisher.error("internal_error", "Internal server error.",
                                            segment=update.segment, final=update.final,
                                            lang=p.lang)
+
+    async def abandon(self, code: str, message: str) -> None:
+        """Answer every final that ``run`` left unanswered, once it was cancelled (the
+        shutdown's grace is over) or died: the running final in each language that has no
+        caption yet, then each queued final, each by an error frame naming its segment.
+
+        Whatever ends a connection answers its accepted finals first (API.md): a final
+        the client sent is never met with silence and a close.
+        """
+        running, self.running = self.running, None
+        if running is not None:
+            update, jobs = running
+            for job in jobs.values():
+                job.cancel()  # (already, when ``run`` was cancelled)
+            await asyncio.gather(*jobs.values(), return_exceptions=True)
+            for lang, job in jobs.items():
+                if update.final and (job.cancelled() or job.exception() is not None):
+                    await self.publisher.error(code, message, segment=update.segment,
+                                               final=True, lang=lang)
+        for update in self.queue.clear():
+            await self.publisher.error(code, message, segment=update.segment, final=True)

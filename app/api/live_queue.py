@@ -50,3 +50,12 @@ class SegmentQueue:
             return self.finals.popleft()
         update, self.partial = self.partial, None
         return update
+
+    def clear(self) -> list[Update]:
+        """Empty the queue: its finals, in order, for the caller to answer (the partial
+        is dropped; nothing waits for it)."""
+        finals = list(self.finals)
+        self.finals.clear()
+        self.partial = None
+        self.room.set()
+        return finals

@@ -11,7 +11,13 @@ import pytest
 from app.api.affinity import check_session_affinity
 from app.api.errors import APIError
 from app.api.live_frames import FrameError, encode_frame, log_unexpected, parse_frame, safe_echo
-from app.api.live_limits import LiveLimits, admission_refusal, limits_of
+from app.api.live_limits import (
+    SOCKET_EMPTY_S,
+    LiveLimits,
+    ReadPauses,
+    admission_refusal,
+    limits_of,
+)
 from app.api.live_messages import Refusal, parse_start, parse_text, segment_of, sniff_segment
 
 
@@ -89,6 +95,21 @@ def test_limits_come_from_settings_where_defined() -> None:
     assert limits_of(state).max_pending_finals == LiveLimits().max_pending_finals
     state.live_limits = LiveLimits(max_pending_finals=1)
     assert limits_of(state).max_pending_finals == 1
+
+
+def test_read_pauses_stay_under_the_keepalive_and_renew_on_an_empty_socket() -> None:
+    """Pauses for room count together until a receive finds the socket empty (the pong
+    behind the client's frames is read only then); the budget never exceeds the cap kept
+    under the WebSocket keepalive, whatever ``backpressure_s`` says."""
+    assert LiveLimits(backpressure_s=30.0).read_pause_s == LiveLimits().max_read_pause_s < 20
+    assert LiveLimits(backpressure_s=0.3).read_pause_s == 0.3
+    pauses = ReadPauses(1.0)
+    pauses.paused(0.6)
+    pauses.received(0.0)  # the next frame was already there: the socket is not empty
+    pauses.paused(0.6)
+    assert pauses.left() == 0.0
+    pauses.received(SOCKET_EMPTY_S)  # the reader waited for it: everything was read
+    assert pauses.left() == 1.0
 
 
 def test_unexpected_errors_are_logged_escaped_with_traceback(caplog) -> None:

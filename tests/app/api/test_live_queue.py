@@ -27,3 +27,12 @@ def test_room_is_signalled_when_a_final_leaves() -> None:
     q.take()
     assert q.room.is_set()
     assert q.take() is None
+
+
+def test_clear_hands_back_every_final_in_order_and_makes_room() -> None:
+    q = SegmentQueue()
+    for segment in range(3):
+        q.put(Update(segment, f"Final {segment}.", final=True))
+    q.put(Update(3, "Part", final=False))
+    assert [u.segment for u in q.clear()] == [0, 1, 2]
+    assert q.take() is None and q.room.is_set()
