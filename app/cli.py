@@ -118,8 +118,8 @@ def check_room_store(room_bus: str | None, data_dir: Path) -> None:
     """Where rooms and transcripts live answers, or ``serve`` stops with one line (exit 2):
     Redis at ``--room-bus``, else a writable ``--data-dir`` for the transcripts' SQLite."""
     if room_bus is not None:
-        from app.bus import BusUnavailable
-        from app.bus.redis_bus import probe
+        from app.rooms.bus import BusUnavailable
+        from app.rooms.bus.redis_bus import probe
 
         try:
             probe(room_bus)

@@ -15,14 +15,14 @@ from pathlib import Path
 from app.engine.runtime import LlamaRuntime, RuntimeConfig
 from app.engine.vocab import LlamaVocab
 from app.model_files import ModelFileError, resolve_model_path
-from app.prompts import (
+from app.settings import ModelSettings
+from app.translation.prompts import (
     ChatTemplateFormat,
     PromptFormat,
     TranslationPrompt,
     choose_prompt_format,
     render_plain_chat,
 )
-from app.settings import ModelSettings
 from app.vocab_trim.gguf_rewrite import LANGS_KEY
 
 ChatRenderer = Callable[[list[dict[str, str]]], TranslationPrompt]

@@ -38,7 +38,7 @@ class JsonFormatter(logging.Formatter):
 
 
 # uvicorn's and the websockets library's own lines about a WebSocket (their templates);
-# app.api.ws_access_log writes one line per connection instead
+# app.api.http.ws_access_log writes one line per connection instead
 _WEBSOCKET_LINES = ('%s - "WebSocket %s" [accepted]', '%s - "WebSocket %s" 403',
                     '%s - "WebSocket %s" %d', "connection open", "connection closed")
 

@@ -21,24 +21,25 @@ from asgi_correlation_id import CorrelationIdMiddleware, correlation_id
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 
-from app.api import chat, live, models, transcripts, watch
-from app.api.auth import Auth, invalid_api_key
-from app.api.body_limit import BodySizeLimit
+from app.api import chat, models, transcripts, watch
 from app.api.errors import error_response, install_error_handlers
-from app.api.hosts import AllowedHosts, default_allowed_hosts
-from app.api.origins import cors_options
-from app.api.redaction import install_log_redaction, new_request_id, valid_request_id
-from app.api.route_labels import label_routes, route_label
+from app.api.http.auth import Auth, invalid_api_key
+from app.api.http.body_limit import BodySizeLimit
+from app.api.http.hosts import AllowedHosts, default_allowed_hosts
+from app.api.http.origins import cors_options
+from app.api.http.redaction import install_log_redaction, new_request_id, valid_request_id
+from app.api.http.route_labels import label_routes, route_label
+from app.api.http.ws_access_log import WebSocketAccessLog
 from app.api.state import ServerState
-from app.api.ws_access_log import WebSocketAccessLog
 from app.engine.engine import Engine
 from app.engine.scheduler import PRIORITY_NAMES, SchedulerConfig
 from app.engine.worker import EngineWorker, client_identity
+from app.live import connection as live
 from app.loader import load_model
 from app.model_files import DEFAULT_MODEL_ID, model_id_for, resolve_model_path
-from app.sessions import SessionStore
 from app.settings import Settings
-from app.translator import Translator
+from app.translation.sessions import SessionStore
+from app.translation.translator import Translator
 
 log = logging.getLogger("livetrans.server")
 
@@ -65,7 +66,7 @@ def _load_engine(state: ServerState) -> None:
             on_refuse=lambda reason: metrics.admission_refusals.labels(reason).inc(),
             on_restart=lambda task: metrics.task_restarts.labels(task).inc(),
         )
-        from app.drafting import ChainBuilder
+        from app.translation.drafting import ChainBuilder
 
         chains = ChainBuilder.from_settings(settings, runtime)
         state.worker = worker
@@ -87,9 +88,9 @@ async def _open_rooms(state: ServerState) -> None:
     """The room bus (``--room-bus``) and the transcript store: on Redis with the bus, else
     SQLite in ``--data-dir``. ``serve`` checked both before starting; here a failure stops
     the start-up."""
-    from app.bus import open_room_bus
-    from app.transcripts import open_transcripts
-    from app.transcripts.recorder import TranscriptRecorder
+    from app.rooms.bus import open_room_bus
+    from app.rooms.transcripts import open_transcripts
+    from app.rooms.transcripts.recorder import TranscriptRecorder
 
     settings, metrics = state.settings, state.metrics
     metrics.bus_up.set(1)

@@ -205,7 +205,7 @@ class ServerSettings(BaseSettings):
             return None
         value = value.strip()
         if re.match(r"^redis-sentinel://[^\s]+$", value):
-            from app.redis_client import parse_sentinel
+            from app.rooms.redis_client import parse_sentinel
 
             parse_sentinel(value)  # BadRedisURL is a ValueError: one line
             return value

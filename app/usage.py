@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from app.engine.cpu_threads import POLICIES
-from app.prompts import UnsupportedLanguageError, check_language
+from app.translation.prompts import UnsupportedLanguageError, check_language
 
 EXIT_USAGE = 2
 

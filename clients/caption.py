@@ -40,9 +40,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from app.display import display_unit, split_units
 from app.engine.draft_stats import DraftStats
 from app.prefix import normalized_erasure
+from app.translation.display import display_unit, split_units
 from app.usage import PlainHelp, UsageError, checked, comma_list, positive_int
 from clients.asr_file import check_event, json_line, load_utterances
 from clients.audio import RATE, AudioSource, open_audio
@@ -69,7 +69,8 @@ class RunStats:
     # one log per segment and caption language (a fan-out session captions each segment
     # once per language); ``lang`` None where a caller does not tell languages apart
     segments: dict[tuple[int, str | None], SegmentLog] = field(default_factory=dict)
-    # why the server refused an output as the next draft (app.pathology), and finals that
+    # why the server refused an output as the next draft (app.translation.pathology), and finals
+    # that
     # were translated again from scratch: "copy" -> count
     drafts_dropped: Counter[str] = field(default_factory=Counter)
     finals_retried: Counter[str] = field(default_factory=Counter)

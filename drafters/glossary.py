@@ -1,6 +1,7 @@
 """Glossary drafters: the target term proposed where the translation begins it.
 
-An organiser's glossary says which target term a source term must become (``app.glossary``).
+An organiser's glossary says which target term a source term must become
+(``app.translation.glossary``).
 Shown in the prompt, a small model still writes its own word; so the term is also a draft:
 
 * ``GlossaryContinuation`` (``"glossary"``): once the output ends with the beginning of a

@@ -3,7 +3,7 @@
 Thai, Lao, Myanmar and Khmer, Japanese kana and Han characters are written without spaces
 between words, and Korean attaches particles to the noun ("기계번역은"): a term there has no
 word boundary, and a translation does not put a space before it. Glossary matching
-(``app.glossary``) and the glossary drafters (``drafters.glossary``) ask here.
+(``app.translation.glossary``) and the glossary drafters (``drafters.glossary``) ask here.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ import time
 from app.engine.engine import Engine
 from app.engine.runtime import LlamaRuntime
 from app.loader import load_model
-from app.prompts import FewShotFormat
 from app.settings import ModelSettings
+from app.translation.prompts import FewShotFormat
 from app.usage import PlainHelp, add_model_options, comma_list, positive_int
 
 SOURCE = (

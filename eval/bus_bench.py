@@ -81,7 +81,7 @@ from eval.tables import Table, show, write_results
 FAULTS = ("none", "kill", "oom", "pause", "restart", "foreign")
 OWN_REDIS = ("pause", "restart")  # need the redis-server process this bench started
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
-PREFIX = "livetrans"  # the room bus's key prefix (app.bus.redis_bus)
+PREFIX = "livetrans"  # the room bus's key prefix (app.rooms.bus.redis_bus)
 REPEAT_S = 1.0  # kill and foreign act again this often while their fault lasts
 PACE = 2.0  # from the fault on, the rest of a talk takes this many fault lengths
 JOIN_BATCH = 50  # viewers connecting at once (500 viewers join in ten batches)

@@ -5,7 +5,8 @@
         --display-modes mask-k,stable --mask-k 3,5
 
 Each stream of ``records.jsonl`` (what ``livetrans eval`` wrote) is replayed through each
-display policy of ``app.display`` (``mask-k`` per k, ``stable``), and what the viewer saw is
+display policy of ``app.translation.display`` (``mask-k`` per k, ``stable``), and what the viewer
+saw is
 scored: display NE (normalized erasure of the displays, in the unit of the eval's NE, so
 it compares with the ``NE (display k=...)`` column of Table 2), units retracted between
 partials (``stable`` promises 0) and by the final, the time from a source word to the first
@@ -27,7 +28,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from app.display import DISPLAY_MODES, Translation, display_policy, display_unit
+from app.translation.display import DISPLAY_MODES, Translation, display_policy, display_unit
 from app.usage import PlainHelp, comma_list, count
 from eval.metrics.display import FirstDisplay
 from eval.metrics.erasure import NormalizedErasure, ne_unit

@@ -5,7 +5,8 @@
 
 Stateless (non-session) translation of FLORES sentences: every sentence is translated by
 plain greedy decoding (``ar``) and by each chain, interleaved per sentence, through the
-server's code path (``app.translator.translate_update``). Verification of drafter tokens is
+server's code path (``app.translation.translator.translate_update``). Verification of drafter
+tokens is
 exact greedy, so outputs match ``ar`` except where batch-shape noise flips a near-tie; the
 table counts identical outputs. Printed per method: total decode time, tokens/s, speedup
 over ``ar``, forward passes, and proposed/accepted tokens per drafter.
@@ -19,11 +20,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from app.drafting import ChainBuilder
 from app.engine.engine import Engine
 from app.loader import load_model
 from app.settings import ModelSettings
-from app.translator import TranslateOptions, translate_update
+from app.translation.drafting import ChainBuilder
+from app.translation.translator import TranslateOptions, translate_update
 from app.usage import PlainHelp, add_model_options, comma_list
 from drafters.chain import DEFAULT_ORDER
 from eval.datasets.flores import add_flores_options, read_flores_pair

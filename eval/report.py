@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from app.prompts import direction
+from app.translation.prompts import direction
 from eval import plots as figures
 from eval.methods import display_texts, parse_method
 from eval.metrics.acceptance import acceptance
@@ -45,7 +45,7 @@ def record_pathology(r: dict) -> str | None:
     examples), or diagnosed here for records written before it was (no example check)."""
     if "pathology" in r:
         return r["pathology"]
-    from app.pathology import diagnose
+    from app.translation.pathology import diagnose
 
     return diagnose(r["text"], r["source"], r["lang"], runaway=r.get("finish") == "length")
 

@@ -18,13 +18,13 @@ from typing import Any
 from fastapi import APIRouter, Header, Request
 from sse_starlette.sse import EventSourceResponse
 
-from app.api.affinity import check_session_affinity
 from app.api.errors import (
     APIError,
     ClientDisconnected,
     error_body,
     map_engine_error,
 )
+from app.api.http.affinity import check_session_affinity
 from app.api.schemas import (
     AssistantMessage,
     ChatCompletion,
@@ -41,8 +41,8 @@ from app.api.schemas import (
 )
 from app.api.state import ServerState, get_state
 from app.engine.engine import GenerationResult
-from app.prompts import UnsupportedLanguageError, check_language
-from app.sessions import (
+from app.translation.prompts import UnsupportedLanguageError, check_language
+from app.translation.sessions import (
     SESSION_ID_MAX_CHARS,
     SESSION_ID_PATTERN,
     Session,
@@ -50,7 +50,7 @@ from app.sessions import (
     SessionStoreFullError,
     StaleUpdateError,
 )
-from app.translator import TranslateOptions, TranslationOutcome
+from app.translation.translator import TranslateOptions, TranslationOutcome
 
 router = APIRouter()
 

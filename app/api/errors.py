@@ -17,7 +17,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.api.strict_input import UNSUPPORTED_PARAMETER
 from app.engine.engine import ContextOverflowError
 from app.engine.worker import (
     JobCancelledError,
@@ -28,8 +27,9 @@ from app.engine.worker import (
     mark_logged,
     was_logged,
 )
-from app.prompts import UnsupportedLanguageError
-from app.sessions import SessionBusyError, SessionStoreFullError, StaleUpdateError
+from app.strict_input import UNSUPPORTED_PARAMETER
+from app.translation.prompts import UnsupportedLanguageError
+from app.translation.sessions import SessionBusyError, SessionStoreFullError, StaleUpdateError
 
 log = logging.getLogger("livetrans.api")
 

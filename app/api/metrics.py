@@ -30,7 +30,8 @@ class Metrics:
         self.e2e_seconds = Histogram("livetrans_request_seconds", "end-to-end HTTP latency",
                                      ["route"], buckets=_LATENCY_BUCKETS, registry=r)
         self.pathological = Counter(
-            "livetrans_pathological_outputs_total", "translations app.pathology diagnosed",
+            "livetrans_pathological_outputs_total",
+            "translations app.translation.pathology diagnosed",
             ["kind", "final"], registry=r)
         self.drafts_dropped = Counter(
             "livetrans_drafts_dropped_total", "outputs refused as the next update's draft",
@@ -58,14 +59,14 @@ class Metrics:
         self.caption_seconds = Histogram(
             "livetrans_final_caption_seconds", "time from a final's arrival to its caption",
             buckets=_LATENCY_BUCKETS, registry=r)
-        # rooms (app/api/rooms.py): viewers cost no engine time, only sockets and queues
+        # rooms (app/rooms/registry.py): viewers cost no engine time, only sockets and queues
         self.live_viewers = Gauge(
             "livetrans_live_viewers", "viewer connections of rooms (/v1/live/watch)",
             registry=r)
         self.viewer_frames_dropped = Counter(
             "livetrans_viewer_frames_dropped_total", "partial caption frames dropped for "
             "viewers that could not keep up (finals are never dropped)", registry=r)
-        # the room bus (app/bus): shared rooms across replicas, and transcripts
+        # the room bus (app/rooms/bus): shared rooms across replicas, and transcripts
         self.bus_up = Gauge("livetrans_room_bus_up", "1 while the room bus answers, else 0",
                             registry=r)
         self.bus_errors = Counter(
@@ -87,7 +88,7 @@ class Metrics:
         self.glossary_terms = Counter(
             "livetrans_glossary_terms_total", "glossary entries that applied to a final: "
             "its target term held in the translation, or missed", ["outcome"], registry=r)
-        # speech in (app/api/live_audio.py): the recogniser's share of the machine
+        # speech in (app/live/audio.py): the recogniser's share of the machine
         self.asr_seconds = Histogram(
             "livetrans_asr_decode_seconds", "compute time of one speech recognition call",
             buckets=_LATENCY_BUCKETS, registry=r)
@@ -122,7 +123,7 @@ class Metrics:
             self.preemptions.inc()
 
     def observe_verdict(self, outcome) -> None:  # noqa: ANN001 - translator.TranslationOutcome
-        """Count what ``app.pathology`` found in one translated update, and its final's
+        """Count what ``app.translation.pathology`` found in one translated update, and its final's
         glossary terms."""
         report = outcome.glossary
         if report is not None and outcome.is_final:

@@ -6,7 +6,7 @@ for forward compatibility, but the OpenAI parameters livetrans does not implemen
 (``UNSUPPORTED_PARAMS``: tools, logprobs, response formats, penalties, ...) are refused by
 name with a 400 unless their value asks for nothing (``logprobs: false``): ignored, they
 would silently give a client something other than it asked for. Types are strict
-(``app.api.strict_input``), as on the WebSocket.
+(``app.strict_input``), as on the WebSocket.
 
 Every string a request carries must be encodable as UTF-8: JSON can spell a lone UTF-16
 surrogate (``"\\ud800"``), Python decodes it into a ``str``, and the first ``encode()``
@@ -30,11 +30,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from app.api.strict_input import UNSUPPORTED_PARAMETER, ClientInput
-from app.glossary import glossary_field
-from app.sessions import MAX_CONTEXT, SESSION_ID_MAX_CHARS, SESSION_ID_PATTERN
-from app.translator import DEFAULT_OPTIONS as DEFAULTS
-from app.translator import TranslateOptions
+from app.strict_input import UNSUPPORTED_PARAMETER, ClientInput
+from app.translation.glossary import glossary_field
+from app.translation.sessions import MAX_CONTEXT, SESSION_ID_MAX_CHARS, SESSION_ID_PATTERN
+from app.translation.translator import DEFAULT_OPTIONS as DEFAULTS
+from app.translation.translator import TranslateOptions
 
 # Every translation option's default is ``TranslateOptions``'s; the fields below only say
 # which options a request may set and within what bounds.
@@ -291,7 +291,7 @@ class LivetransInfo(BaseModel):
     decode_ms: float
     is_final: bool = True
     queue_ms: float = 0.0
-    # app.pathology: what is wrong with this output ("copy", "wrong_script",
+    # app.translation.pathology: what is wrong with this output ("copy", "wrong_script",
     # "prompt_example", "loop"), why it is no draft for the next update, and whether a
     # final was translated again from scratch (with the first attempt's pathology)
     pathology: str | None = None

@@ -6,20 +6,20 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from app.api.auth import Auth
 from app.api.errors import APIError, engine_unavailable
-from app.api.live_limits import LiveLimits
+from app.api.http.auth import Auth
 from app.api.metrics import Metrics
-from app.api.rooms import RoomRegistry
-from app.bus import RoomBus
-from app.bus.local import LocalBus
 from app.engine.worker import EngineWorker
-from app.sessions import SessionStore
+from app.live.limits import LiveLimits
+from app.rooms.bus import RoomBus
+from app.rooms.bus.local import LocalBus
+from app.rooms.registry import RoomRegistry
+from app.rooms.transcripts.recorder import TranscriptRecorder
+from app.rooms.transcripts.store import TranscriptStore
 from app.settings import Settings
 from app.speech.service import SpeechRecognition
-from app.transcripts.recorder import TranscriptRecorder
-from app.transcripts.store import TranscriptStore
-from app.translator import Translator
+from app.translation.sessions import SessionStore
+from app.translation.translator import Translator
 
 
 @dataclass

@@ -3,7 +3,7 @@
 
     /v1/rooms/keynote-1/transcript?lang=de&format=vtt[&token=VIEWER_TOKEN][&talk=TALK_ID]
 
-Formats: ``vtt`` (default), ``srt``, ``txt``, ``json`` (``app.transcripts.formats``). The
+Formats: ``vtt`` (default), ``srt``, ``txt``, ``json`` (``app.rooms.transcripts.formats``). The
 answer is an attachment named ``<room>-<lang>.<ext>``; a talk still running gives what it
 has so far.
 
@@ -28,14 +28,14 @@ import re
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from app.api.auth import bearer_key
 from app.api.errors import APIError
-from app.api.live_frames import safe_echo
-from app.api.rooms import ROOM_MAX_CHARS, valid_room
+from app.api.http.auth import bearer_key
 from app.api.state import ServerState
-from app.prompts import UnsupportedLanguageError, check_language
-from app.transcripts.formats import FORMATS, render
-from app.transcripts.store import TalkRecord, TranscriptStore, TranscriptUnavailable
+from app.live.frames import safe_echo
+from app.rooms.registry import ROOM_MAX_CHARS, valid_room
+from app.rooms.transcripts.formats import FORMATS, render
+from app.rooms.transcripts.store import TalkRecord, TranscriptStore, TranscriptUnavailable
+from app.translation.prompts import UnsupportedLanguageError, check_language
 
 router = APIRouter()
 

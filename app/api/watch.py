@@ -9,7 +9,7 @@ that language as they are made, then ``{"type": "ended"}`` when the speaker stop
 leaves, and closes (1000). A viewer may join before the talk starts and waits for it.
 
 A viewer costs no engine time: it only forwards frames the speaker's connection already
-encoded (``app.api.rooms``). Each viewer has its own sender task and bounded queue, so a
+encoded (``app.rooms.registry``). Each viewer has its own sender task and bounded queue, so a
 slow viewer loses partial frames (never finals) and slows nobody; one whose finals pile
 up past the bound is closed with 1013 (reconnecting gives it ``recent``). Viewers send
 nothing: their messages are read (to notice a disconnect) and ignored.
@@ -27,19 +27,19 @@ import logging
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from app.api.live_frames import encode_frame, log_unexpected, safe_echo
-from app.api.live_limits import CLOSE_POLICY, CLOSE_TRY_AGAIN, limits_of
-from app.api.origins import origin_allowed
-from app.api.rooms import (
+from app.api.http.origins import origin_allowed
+from app.api.state import ServerState
+from app.live.frames import encode_frame, log_unexpected, safe_echo
+from app.live.limits import CLOSE_POLICY, CLOSE_TRY_AGAIN, limits_of
+from app.rooms.bus import BusUnavailable, TalkInfo
+from app.rooms.registry import (
     ROOM_MAX_CHARS,
     LanguageNotInRoomError,
     TooManyViewersError,
     Viewer,
     valid_room,
 )
-from app.api.state import ServerState
-from app.bus import BusUnavailable, TalkInfo
-from app.prompts import UnsupportedLanguageError, check_language
+from app.translation.prompts import UnsupportedLanguageError, check_language
 
 log = logging.getLogger("livetrans.watch")
 router = APIRouter()

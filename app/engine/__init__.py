@@ -22,7 +22,8 @@ only locks to its right):
     StepScheduler._cond  ->  EngineWorker._lock  ->  LlamaVocab._c_lock
 
 ``_cond`` calls the admission callback, which marks the job started under
-``EngineWorker._lock``. ``LlamaVocab._c_lock`` and ``SessionStore._lock`` (app/sessions.py)
+``EngineWorker._lock``. ``LlamaVocab._c_lock`` and ``SessionStore._lock``
+(app/translation/sessions.py)
 are leaves: nothing is acquired while either is held. Asyncio locks (a live connection's
 ``send_lock``) are on the event loop only and never held across a thread lock wait.
 """

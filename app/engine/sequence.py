@@ -28,7 +28,7 @@ from app.engine.draft_stats import SSBD
 from app.engine.generation import ContextOverflowError, GenerationRequest, GenerationResult
 from app.engine.text_stream import TextStream
 from app.engine.verify import SelectionStats, biased_greedy, greedy, sampled
-from app.pathology import ends_in_loop
+from app.translation.pathology import ends_in_loop
 from drafters.base import DraftContext
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Streaming sample-rate conversion to the 16 kHz that speech recognisers listen at.
 
-Used where audio enters: the live socket's audio input (``app.api.live_audio``: a browser
+Used where audio enters: the live socket's audio input (``app.live.audio``: a browser
 sends 44.1 or 48 kHz) and the caption client's files (``clients.audio``). Plain numpy, so
 that it runs wherever the server runs.
 """

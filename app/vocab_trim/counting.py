@@ -14,7 +14,7 @@ from itertools import permutations
 import numpy as np
 
 from app.engine.vocab import LlamaVocab
-from app.prompts import FEW_SHOT_EXAMPLES, FewShotFormat, tokenize_prompt
+from app.translation.prompts import FEW_SHOT_EXAMPLES, FewShotFormat, tokenize_prompt
 from drafters.segment import leading
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from app.prompts import UnsupportedLanguageError, check_language
+from app.translation.prompts import UnsupportedLanguageError, check_language
 from eval.datasets.aligned import DatasetNotFoundError, aligned_pairs, read_segments
 
 ISO_TO_FLORES = {

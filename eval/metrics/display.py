@@ -1,7 +1,7 @@
 """What a viewer of the displayed captions lives through: erasure, and when words appear.
 
 Everything is computed from one stream's update records and the displays a policy made of
-them (``app.display``), so no model runs. Two clocks place the updates in time:
+them (``app.translation.display``), so no model runs. Two clocks place the updates in time:
 
 * **arrival** ``a_i``: when update i's source reached the translator. ASR streams record it
   (``t``: seconds of audio heard when the partial was produced); text sets turned into
@@ -38,8 +38,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from app.display import split_units
 from app.prefix import common_prefix, erasures
+from app.translation.display import split_units
 from eval.metrics.base import Metric, Score
 from eval.metrics.speed import percentile
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.display import split_units
 from app.prefix import normalized_erasure
+from app.translation.display import split_units
 from eval.metrics.base import Metric, Score
 
 

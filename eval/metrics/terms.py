@@ -1,7 +1,7 @@
 """Term accuracy: how many glossary term occurrences the finals render as the glossary says.
 
 Per term occurrence: an entry that applies to a final's source counts as many times as its
-source term occurs there (case-insensitively, on word boundaries, as ``app.glossary``
+source term occurs there (case-insensitively, on word boundaries, as ``app.translation.glossary``
 decides what applies), and is held as many of those times as its target term occurs in
 the final's text (at most). The entries that apply are recorded with every final of a run
 with ``--glossary``, for every method alike, so a method without the glossary is scored on
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.glossary import term_pattern
+from app.translation.glossary import term_pattern
 from eval.metrics.base import Metric, Score
 
 

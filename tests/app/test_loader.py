@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from app.loader import load_model, load_vocab
-from app.prompts import FewShotFormat
 from app.settings import ModelSettings, ServerSettings, Settings
+from app.translation.prompts import FewShotFormat
 
 
 def test_model_and_server_settings_are_disjoint_and_make_up_settings() -> None:

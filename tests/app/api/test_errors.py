@@ -6,7 +6,7 @@ import logging
 
 from app.api.errors import map_engine_error
 from app.engine.worker import mark_logged
-from app.sessions import SessionBusyError, SessionStoreFullError, StaleUpdateError
+from app.translation.sessions import SessionBusyError, SessionStoreFullError, StaleUpdateError
 
 
 def test_conflicts_say_do_not_retry() -> None:

@@ -95,7 +95,7 @@ def test_forged_request_ids_are_replaced(live_server, server_logs, forged: str) 
 
 def test_forged_log_lines_with_newlines_cannot_get_through(live_server) -> None:
     """h11 refuses raw CR/LF in a header, and the id rule refuses what it lets through."""
-    from app.api.redaction import valid_request_id
+    from app.api.http.redaction import valid_request_id
 
     for forged in ("a\nINFO livetrans.server request_id=x GET /", "a\r\nb", "a\x1b[2J"):
         assert not valid_request_id(forged)

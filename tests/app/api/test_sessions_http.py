@@ -101,8 +101,8 @@ FAITHFUL_STREAMS = [
 
 def test_a_stream_that_starts_as_no_translation_ends_in_a_translation(live_server) -> None:
     """Copy or prompt example early on: refused as a draft, and the final is a translation."""
-    from app.pathology import diagnose
-    from app.prompts import FewShotFormat
+    from app.translation.pathology import diagnose
+    from app.translation.prompts import FewShotFormat
 
     for lang, sentence in FAITHFUL_STREAMS:
         words = sentence.split()

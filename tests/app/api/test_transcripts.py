@@ -18,12 +18,12 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from app.api import transcripts as transcripts_api
-from app.api.auth import Auth
+from app.api.http.auth import Auth
+from app.rooms.transcripts import open_transcripts
+from app.rooms.transcripts.redis_store import RedisTranscriptStore
+from app.rooms.transcripts.store import TalkRecord, TranscriptLine, TranscriptStore
 from app.server import create_app
 from app.settings import Settings
-from app.transcripts import open_transcripts
-from app.transcripts.redis_store import RedisTranscriptStore
-from app.transcripts.store import TalkRecord, TranscriptLine, TranscriptStore
 from tests.redis_server import redis_server
 
 LOOPBACK = "http://127.0.0.1"  # a name the server answers to (--allowed-hosts)

@@ -114,7 +114,7 @@ def test_viewers_see_every_final_of_their_language_once_in_order(live_server) ->
 
 
 def _set_limits(server, monkeypatch, **limits) -> None:
-    from app.api.live_limits import LiveLimits
+    from app.live.limits import LiveLimits
 
     monkeypatch.setattr(server.app.state.livetrans, "live_limits", LiveLimits(**limits),
                         raising=False)

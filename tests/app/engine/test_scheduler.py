@@ -18,7 +18,7 @@ from app.engine.scheduler import (
     StepScheduler,
 )
 from app.engine.verify import top2_gap
-from app.prompts import FewShotFormat
+from app.translation.prompts import FewShotFormat
 from tests.numerics import NEAR_TIE, first_difference
 
 SOURCES = [

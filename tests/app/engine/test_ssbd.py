@@ -8,7 +8,7 @@ import pytest
 
 from app.engine.engine import GenerationRequest
 from app.engine.verify import top2_gap
-from app.prompts import FewShotFormat
+from app.translation.prompts import FewShotFormat
 from tests.numerics import NEAR_TIE, first_difference
 
 SENTENCES = [

@@ -13,7 +13,7 @@ from app.engine.engine import GenerationRequest, GenerationResult
 from app.engine.vocab import LlamaVocab
 from app.engine.worker import EngineWorker
 from app.loader import load_vocab
-from app.prompts import FewShotFormat
+from app.translation.prompts import FewShotFormat
 
 TEXTS = [
     "Good morning, everyone, and welcome to the second day of the conference.",

@@ -15,7 +15,7 @@ from app.engine.worker import (
     JobCancelledError,
     QueueFullError,
 )
-from app.prompts import FewShotFormat
+from app.translation.prompts import FewShotFormat
 
 
 def _request(rt, source: str = "Good morning, everyone.") -> GenerationRequest:

@@ -53,8 +53,8 @@ def test_kept_tokens_get_the_same_logits_as_in_the_full_model(trimmed_en_de) -> 
     each row's dot product does not depend on the other rows)."""
     from app.engine.engine import Engine
     from app.loader import load_model
-    from app.prompts import FewShotFormat, tokenize_prompt
     from app.settings import ModelSettings
+    from app.translation.prompts import FewShotFormat, tokenize_prompt
 
     path, _ = trimmed_en_de
     source_ids = np.asarray(open_gguf(path).fields[SOURCE_IDS_KEY].contents())

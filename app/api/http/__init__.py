@@ -1,0 +1,1 @@
+"""HTTP plumbing under the routes: auth, body limit, hosts, origins, redaction, access log."""

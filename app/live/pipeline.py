@@ -1,0 +1,315 @@
+"""From a speaker's updates to captions: one pipeline per target language, and the fan-out
+that feeds them.
+
+``LanguagePipeline`` is one target language of a live connection: its session (its own SSBD
+draft), its options, its display policies (one per segment, ``app.translation.display``) and its
+caption revisions. It translates one update and hands the caption to the publisher.
+
+``FanOut`` owns the connection's ``SegmentQueue`` and translates queued updates one at a
+time, each into every language at once (one engine job per language, awaited together so
+the step engine decodes them in the same forward passes). While an update is translated,
+newer partials replace the waiting one (coalescing), a partial that is stale before it
+costs a forward pass is dropped, and a final stops a running partial; finals are never
+dropped, so every final gets exactly one caption or one error frame per language.
+
+Where updates come from (the socket's reader today, a speech recogniser next) is not this
+module's business: anything that calls ``submit`` is a source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from app.api.errors import map_engine_error
+from app.api.state import ServerState
+from app.engine.engine import GenerationResult
+from app.engine.worker import (
+    PRIORITY_FINAL,
+    PRIORITY_PARTIAL,
+    JobCancelledError,
+    QueueFullError,
+)
+from app.live.frames import log_unexpected
+from app.live.publisher import CaptionPublisher, ConnectionGone
+from app.live.queue import SegmentQueue, Update
+from app.translation.display import DisplayPolicy, Translation, display_policy, display_unit
+from app.translation.sessions import Session
+from app.translation.translator import TranslateOptions
+
+log = logging.getLogger("livetrans.live")
+
+MAX_POLICIES = 64  # display policies kept per language ((segment) keys)
+
+
+def draft_stats(result: GenerationResult) -> dict[str, Any]:
+    """A caption's draft counts, all read from ``result.drafts``: the totals and SSBD-only
+    fields clients have always read, and ``drafts`` (proposed / accepted by source)."""
+    d = result.drafts
+    return {
+        "draft_tokens": d.total_proposed, "accepted_tokens": d.total_accepted,
+        "new_tokens": len(result.tokens) - d.total_accepted,
+        "ssbd_draft_tokens": d.ssbd_proposed, "ssbd_accepted_tokens": d.ssbd_accepted,
+        "drafts": d.as_dict(),
+    }
+
+
+class LanguagePipeline:
+    def __init__(self, lang: str, session: Session, options: TranslateOptions,
+                 display_mode: str, detokenize: Callable[[list[int]], str]) -> None:
+        self.lang = lang
+        self.session = session
+        self.options = options
+        self.display_mode = display_mode
+        self.detokenize = detokenize
+        # a final of one segment may be queued while partials of the next are shown, so
+        # one display policy per segment, dropped after its final
+        self.policies: dict[int, DisplayPolicy] = {}
+        self.revisions: dict[int, int] = {}
+
+    async def translate(self, update: Update, fan: FanOut, started: float,
+                        cancel: threading.Event, begun: threading.Event,
+                        seq: int | None) -> bool:
+        """Translate ``update`` and publish its caption, or one error frame naming the
+        segment and the language. True when the job was cancelled (a superseded partial):
+        nothing is sent then."""
+        state, out = fan.state, fan.publisher
+        try:
+            outcome = await state.translator.translate(
+                update.text, self.options, session=self.session, is_final=update.final,
+                priority=PRIORITY_FINAL if update.final else PRIORITY_PARTIAL,
+                bypass_limit=update.final, cancel=cancel, started=begun, queue_seq=seq,
+            )
+        except JobCancelledError:
+            if update.final:  # finals are never superseded; should it happen, say so
+                await out.error("cancelled", "the final was cancelled",
+                                segment=update.segment, final=True, lang=self.lang)
+                return False
+            return True
+        except QueueFullError:
+            await out.error("overloaded", "server busy; partial dropped",
+                            segment=update.segment, final=update.final, lang=self.lang)
+            return False
+        except Exception as exc:  # noqa: BLE001 - reported as an error frame
+            err = map_engine_error(exc)
+            if err.status >= 500 and err.code == "internal_error":
+                log_unexpected(log, exc, "live translation", update.segment)
+            await out.error(err.code or "error", err.message, segment=update.segment,
+                            final=update.final, lang=self.lang)
+            return False
+        if outcome.result.finish_reason == "cancelled":
+            if update.final:
+                await out.error("cancelled", "the final was cancelled",
+                                segment=update.segment, final=True, lang=self.lang)
+                return False
+            return True
+        r = outcome.result
+        now = time.perf_counter()
+        queue_ms = (started - update.received) * 1000 + max(
+            0.0, (now - started) * 1000 - r.decode_ms)
+        if update.final:
+            state.metrics.caption_seconds.observe(now - update.received)
+        state.metrics.observe_generation(r, route="live")
+        state.metrics.observe_verdict(outcome)
+        await out.caption({
+            "type": "caption", "segment": update.segment, "lang": self.lang,
+            "revision": self.next_revision(update), "source": update.text,
+            "text": outcome.text,
+            "display_text": self.display(update.segment,
+                                         Translation(outcome.text, update.final, r.tokens)),
+            "final": update.final,
+            "stats": {
+                **draft_stats(r),
+                "forward_passes": r.forward_passes,
+                "decode_ms": round(r.decode_ms, 2), "queue_wait_ms": round(queue_ms, 2),
+                "coalesced": fan.queue.coalesced, "superseded": fan.superseded,
+                "pathology": outcome.pathology, "draft_dropped": outcome.draft_dropped,
+                "retried": outcome.retried,
+                **({"glossary": outcome.glossary} if outcome.glossary is not None else {}),
+            },
+        })
+        return False
+
+    def next_revision(self, update: Update) -> int:
+        """1, 2, ... per segment; a final closes its segment's count."""
+        if update.final:
+            return self.revisions.pop(update.segment, 0) + 1
+        revision = self.revisions.get(update.segment, 0) + 1
+        self.revisions[update.segment] = revision
+        return revision
+
+    def display(self, segment: int, out: Translation) -> str:
+        """What viewers see of this output: the segment's display policy, made on its first
+        caption and forgotten after its final."""
+        policy = self.policies.get(segment)
+        if policy is None:
+            # mask-k counts tokens as the translator's display-only mask does
+            detokenize = self.detokenize if self.display_mode == "mask-k" else None
+            policy = display_policy(self.display_mode, self.options.mask_k,
+                                    unit=display_unit(self.lang), detokenize=detokenize)
+            self.policies[segment] = policy
+        shown = policy.show(out)
+        if out.final:
+            self.policies.pop(segment, None)
+        return shown
+
+    def forget_policies(self, segment: int) -> None:
+        """A partial of ``segment`` is being translated: earlier segments' partial displays
+        are over (their finals, if still to come, show the final whole anyway)."""
+        for stale in [s for s in self.policies if s < segment]:
+            del self.policies[stale]
+        while len(self.policies) > MAX_POLICIES:  # out-of-order segment numbers
+            del self.policies[min(self.policies)]
+
+
+class FanOut:
+    def __init__(self, state: ServerState, publisher: CaptionPublisher,
+                 pipelines: list[LanguagePipeline]) -> None:
+        self.state = state
+        self.publisher = publisher
+        self.pipelines = pipelines  # in the client's order of languages
+        self.queue = SegmentQueue()
+        self.stopping = False
+        # the partial's jobs handed to the engine queue (shared cancel, one started event
+        # per language), while they wait there
+        self.inflight: tuple[threading.Event, list[threading.Event]] | None = None
+        self.superseding = asyncio.Event()  # a newer update made the queued one stale
+        self.superseded = 0
+        # queue positions (one per language) of a partial that was superseded while waiting:
+        # its replacement takes the same places instead of going to the back of the queue
+        self.partial_seqs: dict[str, int] | None = None
+        # the update being translated and its job per language; left set when ``run`` is
+        # cancelled mid-way, so that ``abandon`` answers the languages it left unanswered
+        self.running: tuple[Update, dict[str, asyncio.Task]] | None = None
+
+    def stop(self) -> None:
+        """No more updates: translate what is queued, then end."""
+        self.stopping = True
+        self.queue.changed.set()
+
+    def submit(self, update: Update) -> None:
+        """Queue an update; a queued partial it makes stale is dropped before it costs a
+        forward pass, and a running partial stops when a final arrives."""
+        self.queue.put(update)
+        if self.inflight is None:
+            return
+        cancel, started = self.inflight
+        if not any(s.is_set() for s in started):
+            # so that a final behind it is not held up until the partial's turn in the queue
+            cancel.set()
+            self.superseding.set()
+        elif update.final:
+            # a running partial is stale once the final is here: it stops at its next
+            # forward pass (no caption, no draft) instead of making the final wait for it
+            cancel.set()
+
+    async def run(self) -> None:
+        """Translate queued updates one at a time until ``stop`` and an empty queue."""
+        while True:
+            update = self.queue.take()
+            if update is None:
+                if self.stopping:
+                    return  # the reader refuses late frames, then sends 'done'
+                self.queue.changed.clear()
+                await self.queue.changed.wait()
+                continue
+            try:
+                await self.translate(update)
+            except ConnectionGone:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one update's bug, not the connection's
+                self.running = None  # answered here, never again by ``abandon``
+                log_unexpected(log, exc, "live translator", update.segment)
+                await self.publisher.error("internal_error", "Internal server error.",
+                                           segment=update.segment, final=update.final)
+
+    async def translate(self, update: Update) -> None:
+        """One update into every language at once; each pipeline sends its caption (or its
+        error) as soon as it is done, and the next update starts when all are. A partial
+        superseded while every language still waits in the queue is dropped as a whole;
+        once one runs, the others run too (only a final cancels running partials)."""
+        pipelines = self.pipelines
+        # another segment than the sessions' current one starts with an empty draft, even
+        # if no final closed the last one
+        for p in pipelines:
+            p.session.enter_segment(update.segment)
+            if not update.final:
+                p.forget_policies(update.segment)
+        started = time.perf_counter()
+        cancel = threading.Event()
+        begun = {p.lang: threading.Event() for p in pipelines}
+        seqs: dict[str, int | None] = dict.fromkeys(begun)
+        if not update.final:
+            self.inflight = (cancel, list(begun.values()))
+            if self.partial_seqs is None:
+                self.partial_seqs = {lang: self.state.worker.next_seq() for lang in begun}
+            seqs.update(self.partial_seqs)
+        self.superseding.clear()
+        jobs = [asyncio.create_task(p.translate(update, self, started, cancel, begun[p.lang],
+                                                seqs[p.lang]))
+                for p in pipelines]
+        self.running = (update, {p.lang: job for p, job in zip(pipelines, jobs, strict=True)})
+        everything = asyncio.gather(*jobs, return_exceptions=True)
+        try:
+            if not update.final:
+                stale = asyncio.create_task(self.superseding.wait())
+                try:
+                    await asyncio.wait({everything, stale},
+                                       return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    # also when this task is cancelled (the client left): a task left
+                    # pending on the event is destroyed with the connection, and asyncio
+                    # logs "Task was destroyed but it is pending!" at ERROR
+                    stale.cancel()
+                if not everything.done() and not any(b.is_set() for b in begun.values()):
+                    for job in jobs:
+                        job.cancel()  # the engine skips them when their turn comes
+                    await asyncio.wait(jobs)
+                    self.superseded += 1  # a newer update replaced it while it waited
+                    self.running = None
+                    return
+            results = await everything
+        except asyncio.CancelledError:
+            for job in jobs:  # asyncio.wait leaves them running: no caption after this
+                job.cancel()
+            raise
+        finally:
+            self.inflight = None
+            if update.final or any(b.is_set() for b in begun.values()):
+                self.partial_seqs = None  # it ran: the next partial queues anew
+        self.running = None
+        if not update.final and any(r is True for r in results):
+            self.superseded += 1  # stopped by a final while running
+        for p, result in zip(pipelines, results, strict=True):
+            if isinstance(result, ConnectionGone):
+                raise result
+            if isinstance(result, BaseException):
+                log_unexpected(log, result, "live translator", update.segment)
+                await self.publisher.error("internal_error", "Internal server error.",
+                                           segment=update.segment, final=update.final,
+                                           lang=p.lang)
+
+    async def abandon(self, code: str, message: str) -> None:
+        """Answer every final that ``run`` left unanswered, once it was cancelled (the
+        shutdown's grace is over) or died: the running final in each language that has no
+        caption yet, then each queued final, each by an error frame naming its segment.
+
+        Whatever ends a connection answers its accepted finals first (API.md): a final
+        the client sent is never met with silence and a close.
+        """
+        running, self.running = self.running, None
+        if running is not None:
+            update, jobs = running
+            for job in jobs.values():
+                job.cancel()  # (already, when ``run`` was cancelled)
+            await asyncio.gather(*jobs.values(), return_exceptions=True)
+            for lang, job in jobs.items():
+                if update.final and (job.cancelled() or job.exception() is not None):
+                    await self.publisher.error(code, message, segment=update.segment,
+                                               final=True, lang=lang)
+        for update in self.queue.clear():
+            await self.publisher.error(code, message, segment=update.segment, final=True)

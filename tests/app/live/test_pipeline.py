@@ -1,0 +1,159 @@
+"""The live fan-out and its per-language pipelines with a fake translator and publisher (no
+model, no socket): every final answered once per language, stale partials dropped before
+they cost a forward pass, a final stopping a running partial, one language's failure named."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import SimpleNamespace
+
+from app.engine.engine import GenerationResult
+from app.live.pipeline import FanOut, LanguagePipeline
+from app.live.queue import Update
+from app.translation.sessions import Session
+from app.translation.translator import TranslateOptions, TranslationOutcome
+
+
+class FakeTranslator:
+    """Translates by upper-casing; ``gate`` (when set) holds jobs "in the engine queue"
+    until released; ``fail`` names languages whose jobs raise."""
+
+    def __init__(self) -> None:
+        self.gate: asyncio.Event | None = None
+        self.fail: set[str] = set()
+        self.calls: list[tuple[str, str, bool]] = []
+
+    async def translate(self, text, opts, *, session, is_final, cancel: threading.Event,  # noqa: ANN001
+                        started: threading.Event, **_) -> TranslationOutcome:
+        self.calls.append((opts.target_lang, text, is_final))
+        if self.gate is not None and not is_final:
+            await self.gate.wait()
+        if cancel.is_set():
+            from app.engine.worker import JobCancelledError
+
+            raise JobCancelledError()
+        started.set()
+        await asyncio.sleep(0)
+        if opts.target_lang in self.fail:
+            raise RuntimeError("engine failure")
+        reason = "cancelled" if cancel.is_set() else "stop"
+        result = GenerationResult(tokens=[1, 2], text=text.upper(), finish_reason=reason,
+                                  prompt_tokens=3, prompt_tokens_cached=0)
+        return TranslationOutcome(result=result, text=f"{opts.target_lang}:{text.upper()}",
+                                  display_text=f"{opts.target_lang}:{text.upper()}", revision=0,
+                                  session_id=None, is_final=is_final)
+
+
+class FakePublisher:
+    def __init__(self) -> None:
+        self.captions: list[dict] = []
+        self.errors: list[dict] = []
+
+    async def caption(self, payload: dict) -> None:
+        self.captions.append(payload)
+
+    async def error(self, code: str, message: str, **where) -> None:
+        self.errors.append({"code": code, **where})
+
+
+def _fan(langs=("de", "ja")) -> tuple[FanOut, FakeTranslator, FakePublisher]:
+    translator, publisher = FakeTranslator(), FakePublisher()
+    seqs = iter(range(1_000_000))
+    metrics = SimpleNamespace(caption_seconds=SimpleNamespace(observe=lambda s: None),
+                              observe_generation=lambda r, route: None,
+                              observe_verdict=lambda o: None)
+    state = SimpleNamespace(translator=translator, metrics=metrics,
+                            worker=SimpleNamespace(next_seq=lambda: next(seqs)))
+    pipelines = [LanguagePipeline(lang, Session(session_id=f"s-{lang}"),
+                                  TranslateOptions(target_lang=lang), "stable", lambda ids: "")
+                 for lang in langs]
+    return FanOut(state, publisher, pipelines), translator, publisher
+
+
+def _finals(publisher: FakePublisher) -> list[tuple[int, str]]:
+    return [(c["segment"], c["lang"]) for c in publisher.captions if c["final"]]
+
+
+def test_every_final_gets_one_caption_per_language_in_order() -> None:
+    async def scenario() -> FakePublisher:
+        fan, _, publisher = _fan()
+        runner = asyncio.create_task(fan.run())
+        for update in (Update(0, "good", False), Update(0, "good morning", False),
+                       Update(0, "good morning all", True), Update(1, "next", False),
+                       Update(1, "next slide", True)):
+            fan.submit(update)
+        fan.stop()
+        await asyncio.wait_for(runner, 10)
+        return publisher
+
+    publisher = asyncio.run(scenario())
+    assert _finals(publisher) == [(0, "de"), (0, "ja"), (1, "de"), (1, "ja")]
+    assert not publisher.errors
+    final0 = [c for c in publisher.captions if c["final"] and c["segment"] == 0]
+    assert {c["text"] for c in final0} == {"de:GOOD MORNING ALL", "ja:GOOD MORNING ALL"}
+    assert all(c["revision"] >= 1 for c in publisher.captions)
+
+
+def test_a_waiting_partial_made_stale_is_dropped_before_it_runs() -> None:
+    async def scenario() -> tuple[FanOut, FakeTranslator, FakePublisher]:
+        fan, translator, publisher = _fan()
+        translator.gate = asyncio.Event()
+        runner = asyncio.create_task(fan.run())
+        fan.submit(Update(0, "first guess", False))
+        await asyncio.sleep(0.01)  # its jobs wait at the gate, not begun
+        fan.submit(Update(0, "second guess", False))
+        await asyncio.sleep(0.01)
+        translator.gate.set()
+        fan.submit(Update(0, "second guess final", True))
+        fan.stop()
+        await asyncio.wait_for(runner, 10)
+        return fan, translator, publisher
+
+    fan, translator, publisher = asyncio.run(scenario())
+    assert fan.superseded >= 1
+    assert not [c for c in publisher.captions if c["source"] == "first guess"]
+    assert _finals(publisher) == [(0, "de"), (0, "ja")]
+
+
+def test_a_final_stops_a_running_partial_and_is_answered() -> None:
+    async def scenario() -> FakePublisher:
+        fan, translator, publisher = _fan(("de",))
+        hold = asyncio.Event()
+        original = translator.translate
+
+        async def slow(text, opts, **kw):  # noqa: ANN001, ANN202
+            if not kw["is_final"]:
+                kw["started"].set()  # running in the engine
+                await hold.wait()
+            return await original(text, opts, **kw)
+
+        translator.translate = slow
+        runner = asyncio.create_task(fan.run())
+        fan.submit(Update(3, "a running partial", False))
+        await asyncio.sleep(0.01)
+        fan.submit(Update(3, "a running partial, final", True))
+        hold.set()
+        fan.stop()
+        await asyncio.wait_for(runner, 10)
+        return publisher
+
+    publisher = asyncio.run(scenario())
+    assert [c["source"] for c in publisher.captions] == ["a running partial, final"]
+
+
+def test_one_language_failing_is_named_and_the_other_is_captioned() -> None:
+    async def scenario() -> FakePublisher:
+        fan, translator, publisher = _fan()
+        translator.fail = {"ja"}
+        runner = asyncio.create_task(fan.run())
+        fan.submit(Update(7, "thank you", True))
+        fan.stop()
+        await asyncio.wait_for(runner, 10)
+        return publisher
+
+    publisher = asyncio.run(scenario())
+    assert _finals(publisher) == [(7, "de")]
+    assert len(publisher.errors) == 1
+    error = publisher.errors[0]
+    assert error["segment"] == 7 and error["final"] is True and error["lang"] == "ja"
