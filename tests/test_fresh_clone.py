@@ -1,8 +1,9 @@
 """A fresh clone, with nothing beside it, runs the README's commands as written.
 
 The repository is cloned into a temporary folder (no ``../shared`` there), and the
-commands a newcomer copies from the README run from it: every ``livetrans`` command of the
-README's bash blocks, in README order (``serve`` ones are started and answer ``/health``;
+commands a newcomer copies from the README and the documentation pages (``docs/*.md``) run
+from it: every ``livetrans`` command of their bash blocks, in page order (``serve`` ones are
+started and answer ``/health``;
 the others run against a test server found through ``LIVETRANS_SERVER``), the help texts,
 ``caption`` on the tracked sample, and a two-sentence ``eval`` on the tracked sample in
 FLORES layout. ``make serve`` / ``make test`` are what CI itself runs; the GPU build lines
@@ -150,8 +151,16 @@ def _serves(clone: Path, args: list[str], port: int | None = None,
     assert "Traceback" not in out, out[-3000:]
 
 
+def newcomer_pages(root: Path) -> list[Path]:
+    """The README, then the documentation pages (each page's commands in its own order)."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
 def test_every_readme_command_runs_on_the_fresh_clone(clone: Path, live_server) -> None:
-    commands = readme_commands((clone / "README.md").read_text(encoding="utf-8"))
+    # a command repeated on several pages (the first caption) runs once, where it first appears
+    commands = [list(c) for c in dict.fromkeys(
+        tuple(c) for page in newcomer_pages(clone)
+        for c in readme_commands(page.read_text(encoding="utf-8")))]
     assert len(commands) >= 8 and all("shared/" not in " ".join(c) for c in commands)
     for args in commands:
         if args[0] == "serve":
