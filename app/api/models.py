@@ -78,6 +78,12 @@ async def mic_worklet() -> FileResponse:
     return FileResponse(_STATIC / "mic-worklet.js", media_type="text/javascript")
 
 
+@router.get("/pages/transcripts.js", include_in_schema=False)
+async def transcripts_script() -> FileResponse:
+    """The transcript downloads of both pages (one script, not a copy in each)."""
+    return FileResponse(_STATIC / "transcripts.js", media_type="text/javascript")
+
+
 @router.get("/watch", include_in_schema=False)
 async def watch_page() -> FileResponse:
     """The audience's caption screen (plain HTML + JS, talks to ``/v1/live/watch``; the room

@@ -27,7 +27,8 @@ from app.settings import Settings
 
 # Open without a key even when keys are set. /health answers only its status then, and
 # /metrics is not among them: it shows every tenant's activity.
-OPEN_PATHS = frozenset({"/health", "/live", "/live/mic-worklet.js", "/watch", "/docs",
+OPEN_PATHS = frozenset({"/health", "/live", "/live/mic-worklet.js", "/pages/transcripts.js",
+                        "/watch", "/docs",
                         "/openapi.json", "/"})
 METRICS_PATH = "/metrics"
 # Routes that check their own access, as viewers do: a transcript download takes the talk's
