@@ -18,7 +18,7 @@ any thread:
   and makes this independent of how a given llama.cpp version implements tokenizer caches.
 
 ``_c_lock`` is a leaf lock: nothing else is ever acquired while it is held, so it may be
-taken under any other lock of the server (lock order: app/engine/scheduler.py). Pieces and
+taken under any other lock of the server (lock order: app/engine/__init__.py). Pieces and
 end-of-generation flags are memoised per token; two threads filling the same entry write
 the same value, so the dictionaries need no lock of their own.
 """

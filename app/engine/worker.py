@@ -31,10 +31,10 @@ from app.engine.scheduler import (
     PRIORITY_FINAL,
     PRIORITY_PARTIAL,
     PRIORITY_REQUEST,
+    ExclusiveScheduler,
     GenerationFailedError,
     SchedulerBrokenError,
     SchedulerConfig,
-    StepScheduler,
     mark_logged,
     was_logged,
 )
@@ -130,9 +130,10 @@ class EngineWorker:
         self.on_refuse = on_refuse  # (reason): admission refusals, for metrics
         self.max_queue = max_queue
         self.max_queue_wait_s = max_queue_wait_s
-        # on_restart ("scheduler"): the scheduler's loop restarted after an exception
-        self.scheduler = StepScheduler(engine, scheduler, on_step=on_step, on_admit=on_admit,
-                                       on_restart=on_restart)
+        # on_restart ("scheduler"): the scheduler's loop restarted after an exception. The
+        # exclusive kind, for ``submit(exclusive=True)`` (only tests ask for it).
+        self.scheduler = ExclusiveScheduler(engine, scheduler, on_step=on_step,
+                                            on_admit=on_admit, on_restart=on_restart)
         self._seq = itertools.count()
         self._pending = 0
         self._running = 0
@@ -189,6 +190,9 @@ class EngineWorker:
         a sequence, so a caller can tell a waiting job (safe to supersede) from a running
         one. ``seq`` (from ``next_seq``) lets a replacement keep the queue position of the
         job it supersedes. ``client`` (default: ``client_identity``) is the fair-share key.
+        ``exclusive`` (tests only, never the server) runs ``fn`` with the raw
+        engine on the scheduler's thread while no generation runs
+        (``app/engine/sched/exclusive.py``).
         """
         loop = asyncio.get_running_loop()
         broken = self.broken

@@ -19,6 +19,7 @@ import pytest
 from app.engine.engine import Engine, GenerationRequest
 from app.engine.scheduler import (
     PRIORITY_REQUEST,
+    ExclusiveScheduler,
     GenerationFailedError,
     SchedulerBrokenError,
     SchedulerConfig,
@@ -189,8 +190,8 @@ def test_a_failure_handing_a_generation_back_fails_that_job_only():
 
 def test_a_loop_that_keeps_failing_breaks_the_scheduler_and_ends_every_job():
     restarts: list[str] = []
-    sched = StepScheduler(_engine(n_seq=1), FAST, on_step=_always(Boom),
-                          on_restart=restarts.append)
+    sched = ExclusiveScheduler(_engine(n_seq=1), FAST, on_step=_always(Boom),
+                               on_restart=restarts.append)
     try:
         running = _submit(sched, _request([2, 2, 2]), order=0)
         waiting = _submit(sched, _request([3, 3, 3]), order=1)
