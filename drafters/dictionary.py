@@ -43,10 +43,6 @@ def pack_tokens(tokens: Sequence[int]) -> bytes:
     return b"".join(t.to_bytes(3, "big") for t in tokens)
 
 
-def unpack_tokens(data: bytes) -> list[int]:
-    return [(data[i] << 16) | (data[i + 1] << 8) | data[i + 2] for i in range(0, len(data), 3)]
-
-
 class DictionaryMismatchError(ValueError):
     """The dictionary was built for another tokenizer."""
 

@@ -5,7 +5,7 @@
 
 Stateless (non-session) translation of FLORES sentences: every sentence is translated by
 plain greedy decoding (``ar``) and by each chain, interleaved per sentence, through the
-server's code path (``app.translation.translator.translate_update``). Verification of drafter
+server's code path (``app.translation.translator.run_update``). Verification of drafter
 tokens is
 exact greedy, so outputs match ``ar`` except where batch-shape noise flips a near-tie; the
 table counts identical outputs. Printed per method: total decode time, tokens/s, speedup
@@ -24,7 +24,8 @@ from app.engine.engine import Engine
 from app.loader import load_model
 from app.settings import ModelSettings
 from app.translation.drafting import ChainBuilder
-from app.translation.translator import TranslateOptions, translate_update
+from app.translation.llama_backend import LlamaBackend
+from app.translation.translator import TranslateOptions, run_update
 from app.usage import PlainHelp, add_model_options, comma_list
 from drafters.chain import DEFAULT_ORDER
 from eval.datasets.flores import add_flores_options, read_flores_pair
@@ -70,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             reference_tokens = None
             for name, chain_names in zip(names, [None, *chains], strict=True):
                 chain = builder.build(chain_names, lang) if chain_names else None
-                result = translate_update(engine, prompt, opts, True, draft_tokens=[],
-                                          chain=chain).result
+                result = run_update(LlamaBackend(engine), prompt, opts, True, draft_tokens=[],
+                                    chain=chain).result
                 t = totals[name]
                 t["ms"] += result.decode_ms
                 t["tokens"] += len(result.tokens)

@@ -1,6 +1,6 @@
 """Methods an evaluation compares, and how one update stream is run with each.
 
-Every method goes through ``app.translation.translator.translate_update``, the server's own code
+Every method goes through ``app.translation.translator.run_update``, the server's own code
 path:
 
 * ``ar``: re-translation from scratch (prompt prefix cache on, no draft, no drafters);
@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.engine.engine import Engine
+from app.translation.llama_backend import LlamaBackend
 from app.translation.pathology import fit_for_context
 from app.translation.prompts import PromptFormat
 from app.translation.sessions import DraftPlan, Session
@@ -33,7 +34,7 @@ from app.translation.translator import (
     UpdateOutcome,
     masked_tokens,
     plan_prompt,
-    translate_update,
+    run_update,
 )
 from eval.datasets.streams import Stream
 
@@ -153,8 +154,8 @@ def run_stream(engine: Engine, fmt: PromptFormat, method: Method, stream: Stream
         prompt = plan_prompt(fmt, update.source, opts,
                              session.context(tgt_lang, src_lang, opts.context),
                              update.is_final, talk.max_context_chars)
-        out = translate_update(
-            engine, prompt.prompt, opts, update.is_final,
+        out = run_update(
+            LlamaBackend(engine), prompt.prompt, opts, update.is_final,
             draft_tokens=plan.tokens,
             chain=chain if method.drafters else None,
             extra_draft=[newline_token] if (method.stop_draft and plan.tokens) else None,
@@ -239,12 +240,14 @@ def update_record(out: UpdateOutcome) -> dict:
     ``ssbd_*`` / ``by_drafter`` are views of it that the metrics and older reports read.
     """
     result, drafts = out.result, out.result.drafts
+    counts = drafts.summary(len(result.tokens))  # as the ``livetrans`` object has them
     return {
         "text": result.text.strip(), "token_ids": list(result.tokens),
         "tokens": len(result.tokens),
-        "drafted": drafts.total_proposed, "accepted": drafts.total_accepted,
-        "ssbd_drafted": drafts.ssbd_proposed, "ssbd_accepted": drafts.ssbd_accepted,
-        "by_drafter": drafts.drafters(), "drafts": drafts.as_dict(),
+        "drafted": counts["draft_tokens"], "accepted": counts["accepted_tokens"],
+        "ssbd_drafted": counts["ssbd_draft_tokens"],
+        "ssbd_accepted": counts["ssbd_accepted_tokens"],
+        "by_drafter": drafts.drafters(), "drafts": counts["drafts"],
         "forward_passes": result.forward_passes, "prompt_tokens": result.prompt_tokens,
         "prompt_tokens_cached": result.prompt_tokens_cached,
         "decode_ms": round(result.decode_ms, 3), "prompt_ms": round(result.prompt_ms, 3),

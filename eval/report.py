@@ -79,10 +79,7 @@ def draft_totals(records: list[dict]) -> dict[str, dict[str, int]]:
 
     total = DraftStats()
     for r in records:
-        drafts = r.get("drafts") or {}
-        accepted = drafts.get("accepted", {})
-        for name, n in drafts.get("proposed", {}).items():
-            total.add(name, n, accepted.get(name, 0))
+        total.merge(DraftStats.from_dict(r.get("drafts")))
     return total.as_dict()
 
 

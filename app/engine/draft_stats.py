@@ -56,7 +56,34 @@ class DraftStats:
         return {name: (n, self.accepted.get(name, 0))
                 for name, n in self.proposed.items() if name != SSBD}
 
+    def summary(self, output_tokens: int) -> dict[str, int | dict[str, dict[str, int]]]:
+        """The flat draft counts every report carries (the ``livetrans`` object, a live
+        caption's ``stats``, eval records), for an output of ``output_tokens`` tokens:
+        ``draft_tokens``, ``accepted_tokens``, ``new_tokens`` (output not accepted from a
+        draft), ``ssbd_draft_tokens``, ``ssbd_accepted_tokens`` and ``drafts``
+        (``as_dict``)."""
+        return {"draft_tokens": self.total_proposed, "accepted_tokens": self.total_accepted,
+                "new_tokens": output_tokens - self.total_accepted,
+                "ssbd_draft_tokens": self.ssbd_proposed,
+                "ssbd_accepted_tokens": self.ssbd_accepted, "drafts": self.as_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> DraftStats:
+        """The inverse of ``as_dict`` (a record written before it existed counts nothing)."""
+        stats = cls()
+        accepted = (data or {}).get("accepted", {})
+        for name, n in (data or {}).get("proposed", {}).items():
+            stats.add(name, n, accepted.get(name, 0))
+        return stats
+
     def as_dict(self) -> dict[str, dict[str, int]]:
         """JSON shape: ``{"proposed": {source: n}, "accepted": {source: n}}``."""
         return {"proposed": dict(self.proposed),
                 "accepted": {name: self.accepted.get(name, 0) for name in self.proposed}}
+
+
+def acceptance(proposed: int, accepted: int, output_tokens: int) -> dict[str, float | None]:
+    """The acceptance rates: ``A/D`` = accepted / proposed (drafted) tokens, ``A/O`` =
+    accepted / output tokens (None where the denominator is 0)."""
+    return {"A/D": accepted / proposed if proposed else None,
+            "A/O": accepted / output_tokens if output_tokens else None}

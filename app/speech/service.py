@@ -10,6 +10,8 @@ audio that arrived meanwhile, so speakers take turns (round robin) and a recogni
 falls behind decodes less often instead of queueing without end.
 
 The model loads on the first audio speaker (a server without one never pays for it).
+Streams are ``Recognizer``s (``app.speech.recognizer``); ``open_stream`` makes the
+faster-whisper one, ``feed`` and ``flush`` take any.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from app.speech.whisper_stream import SAMPLE_RATE, SpeechEvent, StreamingWhisper, load_whisper
+from app.speech.recognizer import SAMPLE_RATE, Recognizer, SpeechEvent
+from app.speech.whisper_stream import StreamingWhisper, load_whisper
 
 
 class SpeechUnavailableError(RuntimeError):
@@ -81,16 +84,17 @@ class SpeechRecognition:
             return self._model
 
     async def open_stream(self, language: str) -> StreamingWhisper:
-        """A new speaker's stream (loads the model on first use, off the event loop)."""
+        """A new speaker's stream, a faster-whisper ``Recognizer`` (loads the model on first
+        use, off the event loop)."""
         loop = asyncio.get_running_loop()
         model = await loop.run_in_executor(self.executor, self._load)
         return StreamingWhisper(model=model, language=language)
 
-    async def feed(self, stream: StreamingWhisper, samples: np.ndarray) -> list[SpeechEvent]:
+    async def feed(self, stream: Recognizer, samples: np.ndarray) -> list[SpeechEvent]:
         """Recognise ``samples`` (16 kHz float32) on the worker thread."""
         return await self._run(stream.feed, samples, len(samples) / SAMPLE_RATE)
 
-    async def flush(self, stream: StreamingWhisper) -> list[SpeechEvent]:
+    async def flush(self, stream: Recognizer) -> list[SpeechEvent]:
         """The speaker stopped: the segment in progress becomes a final."""
         return await self._run(stream.flush, None, 0.0)
 

@@ -25,12 +25,16 @@ speech is dropped as it comes, so ten minutes of silence cost one second of buff
 One object is one speaker's stream and is not thread-safe: the caller runs ``feed`` off
 the event loop (it decodes), one call at a time. Streams may share one model
 (``load_whisper``): the server loads it once for every audio speaker.
+
+``StreamingWhisper`` is a ``Recognizer`` (``app.speech.recognizer``); the model behind its
+streaming logic is a ``Transcriber`` (``WhisperTranscriber``: faster-whisper) and the
+voice activity a ``VoiceDetector`` (``SileroVad``), so another offline recogniser plugs in
+under the same buffering, agreement and endpoints.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +42,18 @@ import numpy as np
 
 from app.speech.agreement import LocalAgreement, Word
 from app.speech.model_files import resolve_asr_model
+from app.speech.recognizer import (
+    SAMPLE_RATE,
+    SpeechEvent,
+    SpeechSpan,
+    Transcriber,
+    VoiceDetector,
+)
 
-SAMPLE_RATE = 16_000
+__all__ = ["END_PAD_S", "SAMPLE_RATE", "SileroVad", "SpeechEvent", "StreamingWhisper",
+           "WhisperTranscriber", "load_whisper"]
+
 END_PAD_S = 0.3  # audio after the end of speech that a segment's last decode still hears
-
-
-@dataclass(frozen=True)
-class SpeechEvent:
-    """``partial`` (the segment's text so far) or ``final`` (the segment's last text)."""
-
-    kind: str
-    segment: int
-    text: str
 
 
 def load_whisper(model_dir: str | Path | None = None, threads: int = 1,
@@ -64,13 +68,46 @@ def load_whisper(model_dir: str | Path | None = None, threads: int = 1,
                         cpu_threads=threads)
 
 
+class WhisperTranscriber:
+    """A ``Transcriber`` over a faster-whisper model: greedy, with word timestamps, each
+    buffer on its own (no previous text, no VAD of its own: the stream has one)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def transcribe(self, audio: np.ndarray, language: str) -> list[Word]:
+        segments, _ = self.model.transcribe(
+            audio, language=language, beam_size=1, word_timestamps=True,
+            condition_on_previous_text=False, vad_filter=False, temperature=0.0)
+        return [Word(w.word, w.start, w.end) for s in segments for w in (s.words or [])]
+
+
+class SileroVad:
+    """A ``VoiceDetector``: Silero VAD as shipped with faster-whisper (about 2 ms per
+    second of buffer)."""
+
+    def speech(self, audio: np.ndarray, min_silence_s: float) -> list[SpeechSpan]:
+        from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+        return get_speech_timestamps(audio, VadOptions(
+            min_silence_duration_ms=int(min_silence_s * 1000), speech_pad_ms=100))
+
+
 class StreamingWhisper:
+    """One speaker's ``Recognizer``: faster-whisper (or any ``transcriber``) over a growing
+    buffer, with Silero VAD (or any ``vad``) for its pauses and endpoints."""
+
     def __init__(self, model_dir: str | Path | None = None, language: str = "en",
                  threads: int = 1, step_s: float = 1.0, endpoint_silence_s: float = 0.6,
                  max_segment_s: float = 20.0, device: str = "cpu",
                  model: Any | None = None, vad_step_s: float = 0.25,
-                 partial_share: float = 0.5) -> None:
-        self.model = model if model is not None else load_whisper(model_dir, threads, device)
+                 partial_share: float = 0.5, transcriber: Transcriber | None = None,
+                 vad: VoiceDetector | None = None) -> None:
+        if transcriber is None:
+            transcriber = WhisperTranscriber(
+                model if model is not None else load_whisper(model_dir, threads, device))
+        self.transcriber = transcriber
+        self.vad = vad if vad is not None else SileroVad()
         self.language = language
         self.step_s = step_s
         self.vad_step_s = vad_step_s
@@ -153,12 +190,9 @@ class StreamingWhisper:
             return events
         return events + self._end_segment(len(self.buffer))
 
-    def _speech(self) -> list[dict]:
-        """Silero VAD's speech spans in the buffer (sample offsets)."""
-        from faster_whisper.vad import VadOptions, get_speech_timestamps
-
-        return get_speech_timestamps(self.buffer, VadOptions(
-            min_silence_duration_ms=int(self.endpoint_silence_s * 1000), speech_pad_ms=100))
+    def _speech(self) -> list[SpeechSpan]:
+        """The VAD's speech spans in the buffer (sample offsets)."""
+        return self.vad.speech(self.buffer, self.endpoint_silence_s)
 
     def _end_segment(self, end: int) -> list[SpeechEvent]:
         words = self.decoded[1] if self._heard(end) else self._decode(self.buffer[:end])
@@ -175,9 +209,6 @@ class StreamingWhisper:
 
     def _decode(self, audio: np.ndarray) -> list[Word]:
         began = time.perf_counter()
-        segments, _ = self.model.transcribe(
-            audio, language=self.language, beam_size=1, word_timestamps=True,
-            condition_on_previous_text=False, vad_filter=False, temperature=0.0)
-        words = [Word(w.word, w.start, w.end) for s in segments for w in (s.words or [])]
+        words = self.transcriber.transcribe(audio, self.language)
         self.decode_s = time.perf_counter() - began
         return words

@@ -158,11 +158,6 @@ class Stable(DisplayPolicy):
         self._shown: list[str] = []
         self._shown_text = ""
 
-    @property
-    def shown_units(self) -> list[str]:
-        """Units on display now (a copy)."""
-        return list(self._shown)
-
     def show(self, out: Translation) -> str:
         if out.final:
             text = out.text.strip()

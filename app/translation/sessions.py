@@ -23,7 +23,6 @@ retried or reordered update of a growing transcript; see ``check_newer`` for why
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 import uuid
@@ -38,13 +37,8 @@ from app.prefix import common_prefix
 SESSION_ID_MAX_CHARS = 128
 # finals a session remembers for ``context`` (the most a request may ask for)
 MAX_CONTEXT = 8
+# 1-128 characters of ``A-Z a-z 0-9 . _ : -`` (the schemas' ``SessionId``, app/api)
 SESSION_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
-_SESSION_ID_RE = re.compile(SESSION_ID_PATTERN)
-
-
-def valid_session_id(value: str) -> bool:
-    """True for 1-128 characters of ``A-Z a-z 0-9 . _ : -``."""
-    return bool(_SESSION_ID_RE.fullmatch(value))
 
 
 class SessionBusyError(RuntimeError):

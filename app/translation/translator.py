@@ -1,4 +1,4 @@
-"""Translation requests -> engine jobs, shared by the HTTP endpoint and the WebSocket.
+"""Translation requests -> backend jobs, shared by the HTTP endpoint and the WebSocket.
 
 This is where a request's options become a ``GenerationRequest``: the prompt format renders
 the source, the draft comes from the session's ``plan_draft`` (or from the client's
@@ -6,6 +6,12 @@ the source, the draft comes from the session's ``plan_draft`` (or from the clien
 ``Session.commit`` makes the new translation the next update's draft. Display-only mask-k is
 computed here too: the viewer's text omits the last ``mask_k`` tokens of a non-final
 translation, while the draft keeps them.
+
+The path, one name per step: ``Translator.translate`` (the event loop: session, prompt,
+draft plan) -> ``BackendRunner.run`` (where the model lives) -> ``run_update`` (on the
+job's thread: tokens, generation, verdict, retry) -> ``TranslationBackend.generate``. The
+backend is a protocol (``app.translation.backend``); llama.cpp is its first
+implementation (``app.translation.llama_backend``).
 """
 
 from __future__ import annotations
@@ -14,8 +20,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from app.engine.engine import Engine, GenerationRequest, GenerationResult
-from app.engine.worker import PRIORITY_REQUEST, EngineWorker
+from app.translation.backend import (
+    PRIORITY_REQUEST,
+    BackendRunner,
+    GenerationRequest,
+    GenerationResult,
+    TranslationBackend,
+)
 from app.translation.glossary import Term, applicable, missed, with_target_terms
 from app.translation.pathology import diagnose, fit_for_context, loop_cut, loops
 from app.translation.prompts import (
@@ -114,11 +125,11 @@ def masked_tokens(tokens: list[int], mask_k: int, is_final: bool) -> list[int]:
 TERMINAL_PUNCT = frozenset(".!?。！？…")
 
 
-def trailing_punctuation(rt, tokens: list[int]) -> int:
+def trailing_punctuation(backend: TranslationBackend, tokens: list[int]) -> int:
     """How many tokens at the end of ``tokens`` are only sentence-final punctuation."""
     n = 0
     for tok in reversed(tokens):
-        piece = rt.token_bytes(tok).decode("utf-8", "ignore").strip()
+        piece = backend.token_bytes(tok).decode("utf-8", "ignore").strip()
         if piece and all(ch in TERMINAL_PUNCT for ch in piece):
             n += 1
         else:
@@ -140,9 +151,9 @@ def next_draft(result: GenerationResult, pathology: str | None = None) -> list[i
     return [] if (result.runaway or pathology) else list(result.tokens)
 
 
-def translation_token_cap(rt, source: str) -> int:
+def translation_token_cap(backend: TranslationBackend, source: str) -> int:
     """A translation is not many times longer than its source: cap runaway outputs."""
-    return 3 * len(rt.tokenize(source)) + 16
+    return 3 * len(backend.tokenize(source)) + 16
 
 
 def update_beta(opts: TranslateOptions, is_final: bool) -> float:
@@ -173,18 +184,17 @@ class UpdateOutcome:
     missed: list[str] = field(default_factory=list)  # ... whose target term is not out
 
 
-def _generate(engine: Engine, prompt: TranslationPrompt, opts: TranslateOptions, beta: float,
-              draft: list[int], bias_limit: int, chain: object | None,
+def _generate(backend: TranslationBackend, prompt: TranslationPrompt, opts: TranslateOptions,
+              beta: float, draft: list[int], bias_limit: int, chain: object | None,
               cancel: threading.Event | None,
               on_text: Callable[[str], None] | None,
               drafter_beta: dict[str, float] | None = None) -> GenerationResult:
-    rt = engine.rt
     stops = tuple(prompt.stop_strings)
     if prompt.stop_at_newline:
         stops += ("\n",)
-    return engine.generate(GenerationRequest(
-        prompt_tokens=tokenize_prompt(prompt, rt.tokenize),
-        max_tokens=min(opts.max_tokens, translation_token_cap(rt, prompt.source)),
+    return backend.generate(GenerationRequest(
+        prompt_tokens=tokenize_prompt(prompt, backend.tokenize),
+        max_tokens=min(opts.max_tokens, translation_token_cap(backend, prompt.source)),
         stop_strings=stops,
         client_stops=tuple(opts.stop),
         draft=draft,
@@ -202,8 +212,8 @@ def _generate(engine: Engine, prompt: TranslationPrompt, opts: TranslateOptions,
     ))
 
 
-def translate_update(
-    engine: Engine,
+def run_update(
+    backend: TranslationBackend,
     prompt: TranslationPrompt,
     opts: TranslateOptions,
     is_final: bool,
@@ -220,7 +230,8 @@ def translate_update(
     terms: list[Term] | None = None,
     term_prompt: Callable[[list[str]], TranslationPrompt] | None = None,
 ) -> UpdateOutcome:
-    """One update on the engine thread: the exact code path of the server and the benchmarks.
+    """One update on the backend, on the job's thread: the exact code path of the server
+    (``Translator.translate``'s job) and of the benchmarks.
 
     ``examples`` are the prompt's example pairs (for the leakage detector); ``retry_prompt``
     is the stronger prompt a pathological final is translated again with, from scratch
@@ -235,17 +246,16 @@ def translate_update(
     terms proposed throughout (``_repair_terms``); one that misses a term after that is
     the ``glossary_miss`` pathology.
     """
-    rt = engine.rt
     draft = list(draft_tokens) if draft_tokens is not None else []
     if draft_tokens is None and draft_text:
         if prompt.stop_at_newline and not draft_text.startswith(" "):
             draft_text = " " + draft_text  # few-shot answers start with " Der", not "Der"
-        draft = rt.tokenize(draft_text, add_bos=False)
+        draft = backend.tokenize(draft_text, add_bos=False)
     if opts.mask_mode == "draft" and opts.mask_k > 0:
         draft = draft[: max(0, len(draft) - opts.mask_k)]
     # The draft's end is no evidence that the translation ends there: sentence-final
     # punctuation at the very end of the draft is verified without bias.
-    bias_limit = len(draft) - (trailing_punctuation(rt, draft) if opts.unbiased_tail else 0)
+    bias_limit = len(draft) - (trailing_punctuation(backend, draft) if opts.unbiased_tail else 0)
     if opts.bias_scope == "agreed":
         bias_limit = min(bias_limit, draft_agreed or 0)
     if extra_draft:
@@ -255,18 +265,19 @@ def translate_update(
     drafter_beta = None
     if terms and "draft" in opts.glossary_steps:
         chain = with_glossary(chain, [GlossaryContinuation(
-            [t.target for t in terms], _no_bos(rt), rt.detokenize)], opts.draft_budget)
+            [t.target for t in terms], _no_bos(backend), backend.detokenize)],
+            opts.draft_budget)
         drafter_beta = {GlossaryContinuation.name: GLOSSARY_BETA}
-    result = _generate(engine, prompt, opts, update_beta(opts, is_final), draft, bias_limit,
+    result = _generate(backend, prompt, opts, update_beta(opts, is_final), draft, bias_limit,
                        chain, cancel, on_text, drafter_beta)
-    cap = translation_token_cap(rt, prompt.source)
+    cap = translation_token_cap(backend, prompt.source)
     pathology = diagnose_output(result, prompt.source, opts, examples, cap)
     retried, retry_ms, cut = None, 0.0, False
     # Not for a streamed answer (``on_text``): its text is out already and cannot change.
     repairable = is_final and on_text is None and result.finish_reason != "cancelled"
     if repairable and pathology and opts.final_retry and retry_prompt is not None:
         retried = pathology
-        result, pathology, retry_ms = _retry(engine, result, pathology, prompt.source, opts,
+        result, pathology, retry_ms = _retry(backend, result, pathology, prompt.source, opts,
                                              examples, retry_prompt, cancel, cap)
     if repairable and pathology == "loop" and opts.final_retry:
         result, cut = cut_loop(result, ran_away(result, opts, cap))
@@ -282,7 +293,7 @@ def translate_update(
         attempts.append((retry_prompt or prompt, True))
         for attempt, propose_start in attempts:
             repaired, still, extra_ms = _repair_terms(
-                engine, result, attempt, opts, terms, missing, examples, cancel, cap,
+                backend, result, attempt, opts, terms, missing, examples, cancel, cap,
                 propose_start=propose_start)
             retry_ms += extra_ms
             if repaired is not result:  # kept: clean, and fewer terms missed
@@ -292,7 +303,7 @@ def translate_update(
     if is_final and missing and pathology is None:
         pathology = "glossary_miss"
     shown = masked_tokens(result.tokens, opts.mask_k, is_final)
-    display = result.text if shown is result.tokens else rt.detokenize(shown)
+    display = result.text if shown is result.tokens else backend.detokenize(shown)
     guard = pathology if opts.draft_guard else None
     # a loop is no draft whatever the guard: biased, the next update would keep repeating it
     if pathology == "loop":
@@ -303,8 +314,8 @@ def translate_update(
                          dropped=dropped, cut=cut, terms=terms, missed=missing)
 
 
-def _no_bos(rt) -> Callable[[str], list[int]]:  # noqa: ANN001 - the engine's runtime
-    return lambda text: rt.tokenize(text, add_bos=False)
+def _no_bos(backend: TranslationBackend) -> Callable[[str], list[int]]:
+    return lambda text: backend.tokenize(text, add_bos=False)
 
 
 def with_glossary(chain: object | None, drafters: list[object], budget: int) -> DrafterChain:
@@ -314,7 +325,7 @@ def with_glossary(chain: object | None, drafters: list[object], budget: int) -> 
     return DrafterChain([*drafters, *base], budget=getattr(chain, "budget", budget))
 
 
-def _repair_terms(engine: Engine, first: GenerationResult, prompt: TranslationPrompt,
+def _repair_terms(backend: TranslationBackend, first: GenerationResult, prompt: TranslationPrompt,
                   opts: TranslateOptions, terms: list[Term],
                   missing: list[str], examples: list[tuple[str, str]] | None,
                   cancel: threading.Event | None, cap: int,
@@ -324,14 +335,13 @@ def _repair_terms(engine: Engine, first: GenerationResult, prompt: TranslationPr
     are proposed wherever the model may begin them (``GlossaryStart``) and completed once
     begun. Kept when it is clean and misses fewer terms; returns the result to keep (``first``
     itself when the repair is not kept), the terms it misses and what the repair cost."""
-    rt = engine.rt
     wanted = [term.target for term in terms if term.source in missing]
     drafters: list[object] = [
-        GlossaryContinuation([t.target for t in terms], _no_bos(rt), rt.detokenize)]
+        GlossaryContinuation([t.target for t in terms], _no_bos(backend), backend.detokenize)]
     if propose_start:
-        drafters.append(GlossaryStart(wanted, _no_bos(rt), rt.detokenize))
+        drafters.append(GlossaryStart(wanted, _no_bos(backend), backend.detokenize))
     chain = DrafterChain(drafters, budget=opts.draft_budget)
-    again = _generate(engine, prompt, opts, 0.0, [], 0, chain, cancel, None,
+    again = _generate(backend, prompt, opts, 0.0, [], 0, chain, cancel, None,
                       {GlossaryContinuation.name: GLOSSARY_BETA,
                        GlossaryStart.name: GLOSSARY_START_BETA})
     still = missed(terms, again.text)
@@ -347,7 +357,7 @@ def _repair_terms(engine: Engine, first: GenerationResult, prompt: TranslationPr
     return first, missing, again.decode_ms
 
 
-def _retry(engine: Engine, first: GenerationResult, pathology: str, source: str,
+def _retry(backend: TranslationBackend, first: GenerationResult, pathology: str, source: str,
            opts: TranslateOptions, examples: list[tuple[str, str]] | None,
            retry_prompt: TranslationPrompt, cancel: threading.Event | None,
            cap: int) -> tuple[GenerationResult, str | None, float]:
@@ -358,7 +368,7 @@ def _retry(engine: Engine, first: GenerationResult, pathology: str, source: str,
     The retry's answer replaces the first only when it is clean, not empty and not
     cancelled; the kept result carries the decode time and forward passes of both attempts.
     """
-    again = _generate(engine, retry_prompt, opts, 0.0, [], 0, None, cancel, None)
+    again = _generate(backend, retry_prompt, opts, 0.0, [], 0, None, cancel, None)
     verdict = diagnose_output(again, source, opts, examples, cap)
     if verdict is None and again.text.strip() and again.finish_reason != "cancelled":
         again.decode_ms += first.decode_ms
@@ -459,11 +469,11 @@ def plan_prompt(fmt: PromptFormat, source: str, opts: TranslateOptions,
 
 
 class Translator:
-    """Runs translation updates through the engine worker, with session drafts."""
+    """Runs translation updates on a backend (through its runner), with session drafts."""
 
     def __init__(
         self,
-        worker: EngineWorker,
+        runner: BackendRunner,
         prompt_format: PromptFormat,
         sessions: SessionStore,
         chain_factory: ChainFactory | None = None,
@@ -471,7 +481,7 @@ class Translator:
         max_context_chars: int = 2000,
     ) -> None:
         self.max_context_chars = max_context_chars
-        self.worker = worker
+        self.runner = runner
         self.prompt_format = prompt_format
         self.sessions = sessions
         self.chain_factory = chain_factory
@@ -521,18 +531,18 @@ class Translator:
             prompt, retry_prompt, terms, examples = p.prompt, p.retry, p.terms, p.examples
             chain = self._chain(opts)
 
-            def job(engine: Engine) -> UpdateOutcome:
-                return translate_update(
-                    engine, prompt, opts, final,
+            def job(backend: TranslationBackend) -> UpdateOutcome:
+                return run_update(
+                    backend, prompt, opts, final,
                     draft_tokens=plan.tokens if prediction is None else None,
                     draft_text=prediction, chain=chain, cancel=cancel, on_text=on_text,
                     draft_agreed=plan.agreed, examples=examples, retry_prompt=retry_prompt,
                     terms=terms, term_prompt=p.term_prompt,
                 )
 
-            update: UpdateOutcome = await self.worker.submit(
+            update: UpdateOutcome = await self.runner.run(
                 job, priority=priority, cancel=cancel, bypass_limit=bypass_limit,
-                started=started, seq=queue_seq,
+                started=started, queue_seq=queue_seq,
             )
             text = update.result.text.strip()
             revision = 1
@@ -582,18 +592,17 @@ class Translator:
         """A plain chat completion on the loaded model (no ``target_lang``)."""
         prompt = self.chat_renderer(messages)
 
-        def job(engine: Engine) -> GenerationResult:
-            rt = engine.rt
-            tokens = tokenize_prompt(prompt, rt.tokenize)
-            draft = rt.tokenize(prediction, add_bos=False) if prediction else []
-            return engine.generate(GenerationRequest(
+        def job(backend: TranslationBackend) -> GenerationResult:
+            tokens = tokenize_prompt(prompt, backend.tokenize)
+            draft = backend.tokenize(prediction, add_bos=False) if prediction else []
+            return backend.generate(GenerationRequest(
                 prompt_tokens=tokens, max_tokens=max_tokens,
                 stop_strings=tuple(prompt.stop_strings), client_stops=tuple(stop),
                 draft=draft, beta=0.0,
                 temperature=temperature, seed=seed, cancel=cancel, on_text=on_text,
             ))
 
-        result = await self.worker.submit(job, cancel=cancel, started=started)
+        result = await self.runner.run(job, cancel=cancel, started=started)
         return TranslationOutcome(
             result=result, text=result.text.strip(), display_text=result.text.strip(),
             revision=1, session_id=None, is_final=True,

@@ -1,8 +1,11 @@
-"""Draft acceptance: A/D = accepted / drafted tokens, A/O = accepted / output tokens."""
+"""Draft acceptance: A/D = accepted / drafted tokens, A/O = accepted / output tokens, over
+eval records (the rates themselves: ``app.engine.draft_stats.acceptance``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+
+from app.engine.draft_stats import acceptance as rates
 
 
 def acceptance(records: Iterable[Mapping]) -> dict[str, float | None]:
@@ -11,7 +14,4 @@ def acceptance(records: Iterable[Mapping]) -> dict[str, float | None]:
         drafted += r["drafted"]
         accepted += r["accepted"]
         output += r["tokens"]
-    return {
-        "A/D": accepted / drafted if drafted else None,
-        "A/O": accepted / output if output else None,
-    }
+    return rates(drafted, accepted, output)

@@ -1,12 +1,17 @@
 from collections import Counter
 
 from drafters.build import best_continuation, prefix_candidates, select_entries
-from drafters.dictionary import DictionaryDrafter, encode_key, pack_tokens, unpack_tokens
+from drafters.dictionary import DictionaryDrafter, encode_key
 
 
-def test_token_packing_round_trip() -> None:
-    toks = [0, 1, 255, 256, 262143]
-    assert unpack_tokens(pack_tokens(toks)) == toks
+def test_token_ids_survive_saving_and_loading(tmp_path) -> None:
+    """Continuations are packed 3 bytes per token on disk: every id up to 2^18 - 1 (and
+    the byte boundaries) comes back from ``load``."""
+    toks = (0, 1, 255, 256, 65535, 65536, 262143)
+    path = tmp_path / "ids.dict"
+    DictionaryDrafter.from_entries({(7,): toks, (8,): (3,)}, {"tokenizer": "t"}).save(path)
+    loaded = DictionaryDrafter.load(path)
+    assert loaded.lookup([7]) == list(toks) and loaded.lookup([8]) == [3]
     assert encode_key([1, 2]) != encode_key([2, 1])
 
 

@@ -7,7 +7,6 @@ from app.translation.sessions import (
     SessionStore,
     SessionStoreFullError,
     StaleUpdateError,
-    valid_session_id,
 )
 
 
@@ -106,10 +105,18 @@ def test_eviction_skips_busy_sessions_and_takes_the_least_recent_idle_one() -> N
 
 
 def test_session_ids_one_rule() -> None:
-    assert valid_session_id("talk-1") and valid_session_id("a.b_c:d-E9")
-    assert valid_session_id("x" * 128) and not valid_session_id("x" * 129)
-    for bad in ("", "a b", "a\nb", "a/b", "é", "a\ud800"):
-        assert not valid_session_id(bad)
+    """The rule the request schemas apply (``SessionId``: the body's ``session_id``; the
+    X-Session-ID header uses the same pattern and length)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from app.api.schemas import SessionId
+
+    ids = TypeAdapter(SessionId)
+    for good in ("talk-1", "a.b_c:d-E9", "x" * 128):
+        assert ids.validate_python(good) == good
+    for bad in ("", "a b", "a\nb", "a/b", "é", "a\ud800", "x" * 129):
+        with pytest.raises(ValidationError):
+            ids.validate_python(bad)
 
 
 def test_a_partial_that_repeats_or_shortens_the_newest_source_is_stale() -> None:

@@ -1,4 +1,4 @@
-"""translate_update on the real model: the two mask-k variants, the length guard, and what
+"""run_update on the real model: the two mask-k variants, the length guard, and what
 happens to a looping final (retried, then cut where the loop starts)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import pytest
 
 from app.engine.engine import GenerationResult
 from app.engine.verify import top2_gap
+from app.translation.llama_backend import LlamaBackend, LlamaRunner
 from app.translation.pathology import diagnose, loops
 from app.translation.prompts import FewShotFormat, TranslationPrompt, ours, tokenize_prompt, user
 from app.translation.sessions import Session, SessionStore
@@ -21,8 +22,8 @@ from app.translation.translator import (
     masked_tokens,
     next_draft,
     plan_prompt,
+    run_update,
     trailing_punctuation,
-    translate_update,
 )
 from tests.numerics import NEAR_TIE
 
@@ -48,15 +49,15 @@ def test_a_runaway_output_is_no_draft() -> None:
 
 def test_draft_mask_k_cuts_the_draft_display_mask_does_not(engine) -> None:
     prompt = FMT.translation("The committee met on Tuesday evening", "en", "de")
-    previous = translate_update(engine, FMT.translation("The committee met on", "en", "de"),
-                                TranslateOptions(target_lang="de"), False).result
+    previous = run_update(LlamaBackend(engine), FMT.translation("The committee met on", "en", "de"),
+                          TranslateOptions(target_lang="de"), False).result
     prev = list(previous.tokens)
-    cut = translate_update(engine, prompt, TranslateOptions(target_lang="de", mask_k=2,
-                                                            mask_mode="draft"),
-                           False, draft_tokens=prev).result
+    cut = run_update(LlamaBackend(engine), prompt, TranslateOptions(target_lang="de", mask_k=2,
+                                                                    mask_mode="draft"),
+                     False, draft_tokens=prev).result
     assert cut.ssbd_draft_tokens == len(prev) - 2
-    out = translate_update(engine, prompt, TranslateOptions(target_lang="de", mask_k=2), False,
-                           draft_tokens=prev)
+    out = run_update(LlamaBackend(engine), prompt, TranslateOptions(target_lang="de", mask_k=2),
+                     False, draft_tokens=prev)
     kept, display = out.result, out.display
     assert kept.ssbd_draft_tokens == len(prev)
     assert display == engine.rt.detokenize(kept.tokens[:-2]).strip()
@@ -66,8 +67,8 @@ def test_trailing_punctuation_and_length_cap(engine) -> None:
     rt = engine.rt
     assert trailing_punctuation(rt, rt.tokenize(" Hallo Welt.")) == 1
     assert trailing_punctuation(rt, rt.tokenize(" Hallo Welt")) == 0
-    r = translate_update(engine, FMT.translation("Yes.", "en", "de"),
-                         TranslateOptions(target_lang="de", max_tokens=500), True).result
+    r = run_update(LlamaBackend(engine), FMT.translation("Yes.", "en", "de"),
+                   TranslateOptions(target_lang="de", max_tokens=500), True).result
     assert len(r.tokens) <= 3 * len(rt.tokenize("Yes.")) + 16
 
 
@@ -75,15 +76,17 @@ def test_agreed_scope_biases_only_the_agreed_prefix(engine) -> None:
     """A draft that nobody agreed on is verified without bias, so a wrong one is rejected."""
     prompt = FMT.translation("The weather was cold and windy all week", "en", "de")
     wrong = engine.rt.tokenize(" Das Essen war warm und sonnig den ganzen Monat")
-    biased = translate_update(engine, prompt, TranslateOptions(target_lang="de", beta=0.99),
-                              False, draft_tokens=wrong).result
+    biased = run_update(LlamaBackend(engine), prompt, TranslateOptions(target_lang="de", beta=0.99),
+                        False, draft_tokens=wrong).result
     assert biased.ssbd_accepted_tokens == len(wrong)  # beta 0.99 keeps any draft
-    gated = translate_update(
-        engine, prompt, TranslateOptions(target_lang="de", beta=0.99, bias_scope="agreed"),
+    gated = run_update(
+        LlamaBackend(engine), prompt,
+        TranslateOptions(target_lang="de", beta=0.99, bias_scope="agreed"),
         False, draft_tokens=wrong, draft_agreed=0).result
     assert gated.ssbd_accepted_tokens < len(wrong)
-    kept = translate_update(
-        engine, prompt, TranslateOptions(target_lang="de", beta=0.99, bias_scope="agreed"),
+    kept = run_update(
+        LlamaBackend(engine), prompt,
+        TranslateOptions(target_lang="de", beta=0.99, bias_scope="agreed"),
         False, draft_tokens=wrong, draft_agreed=3).result
     assert kept.tokens[:3] == wrong[:3]
 
@@ -92,10 +95,10 @@ def test_a_final_is_verified_without_bias(engine) -> None:
     """The default final policy: whatever the draft, a final is the greedy translation."""
     prompt = FMT.translation("The weather was cold and windy all week.", "en", "de")
     wrong = engine.rt.tokenize(" Das Essen war warm und sonnig den ganzen Monat.")
-    fresh = translate_update(engine, prompt, TranslateOptions(target_lang="de"), True,
-                             draft_tokens=[]).result
-    final = translate_update(engine, prompt, TranslateOptions(target_lang="de", beta=0.99),
-                             True, draft_tokens=wrong).result
+    fresh = run_update(LlamaBackend(engine), prompt, TranslateOptions(target_lang="de"), True,
+                       draft_tokens=[]).result
+    final = run_update(LlamaBackend(engine), prompt, TranslateOptions(target_lang="de", beta=0.99),
+                       True, draft_tokens=wrong).result
     if final.tokens != fresh.tokens:  # allowed only where the greedy choice is a near-tie
         i = next(j for j, (a, b) in enumerate(zip(final.tokens, fresh.tokens, strict=False))
                  if a != b)
@@ -104,9 +107,9 @@ def test_a_final_is_verified_without_bias(engine) -> None:
                                           fresh.tokens[:i])
         assert top2_gap(engine.row(first + i)) < NEAR_TIE
     assert final.ssbd_accepted_tokens < len(wrong)
-    old = translate_update(engine, prompt, TranslateOptions(target_lang="de", beta=0.99,
-                                                            final_beta=None),
-                           True, draft_tokens=wrong).result
+    old = run_update(LlamaBackend(engine), prompt, TranslateOptions(target_lang="de", beta=0.99,
+                                                                    final_beta=None),
+                     True, draft_tokens=wrong).result
     assert old.tokens[: len(wrong)] == wrong  # the SSBD paper's final keeps the bad draft
 
 
@@ -125,7 +128,7 @@ class InlineWorker:
 
 def _translator(engine) -> tuple[Translator, InlineWorker]:  # noqa: ANN001
     worker = InlineWorker(engine)
-    return Translator(worker, FMT, SessionStore()), worker  # type: ignore[arg-type]
+    return Translator(LlamaRunner(worker), FMT, SessionStore()), worker  # type: ignore[arg-type]
 
 
 def test_translate_drives_the_session_lifecycle(engine) -> None:
@@ -190,9 +193,9 @@ LOOPING_RETRY = TranslationPrompt(
 
 def _final(engine, source: str, lang: str, opts: TranslateOptions,  # noqa: ANN001
            draft: str = "", retry_prompt: TranslationPrompt | None = None) -> UpdateOutcome:
-    """A final through ``translate_update`` as the server runs it (examples, retry prompt)."""
-    return translate_update(
-        engine, FMT.translation(source, "en", lang), opts, True,
+    """A final through ``run_update`` as the server runs it (examples, retry prompt)."""
+    return run_update(
+        LlamaBackend(engine), FMT.translation(source, "en", lang), opts, True,
         draft_tokens=engine.rt.tokenize(draft, add_bos=False) if draft else [],
         examples=FMT.examples("en", lang),
         retry_prompt=retry_prompt or FMT.retry_translation(source, "en", lang))
@@ -257,9 +260,9 @@ def test_a_final_cut_by_the_clients_max_tokens_is_no_loop(engine) -> None:
 
 def test_a_looping_partial_is_no_draft_and_is_not_retried(engine) -> None:
     prompt = FMT.translation("Text captions are", "en", "de")
-    out = translate_update(engine, prompt, TranslateOptions(target_lang="de", beta=0.99), False,
-                           draft_tokens=engine.rt.tokenize(LOOP_DRAFT, add_bos=False),
-                           examples=FMT.examples("en", "de"))
+    out = run_update(LlamaBackend(engine), prompt, TranslateOptions(target_lang="de", beta=0.99),
+                     False, draft_tokens=engine.rt.tokenize(LOOP_DRAFT, add_bos=False),
+                     examples=FMT.examples("en", "de"))
     assert out.pathology == "loop" and out.dropped == "loop" and out.draft == []
     assert out.retried is None and not out.cut
 

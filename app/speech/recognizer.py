@@ -1,0 +1,78 @@
+"""The speech recogniser seam: what the live audio path needs from a recogniser.
+
+Two levels, each a protocol:
+
+* ``Recognizer``: one speaker's stream. Audio in (``feed``: 16 kHz mono float32 samples),
+  ``SpeechEvent``s out: the segment's ``partial`` text so far, and its ``final``;
+  ``flush`` when the speaker stops. This is what ``app.speech.service.SpeechRecognition``
+  hands the live audio path (``app/live/audio.py``) and what it feeds and flushes, one
+  call at a time, on its worker thread. A recogniser that streams on its own (a cloud API,
+  a model with its own endpointer) implements this directly; a diarizing recogniser wraps
+  one and tells speakers apart in the events it passes on.
+* ``Transcriber`` and ``VoiceDetector``: what the streaming logic of
+  ``app.speech.whisper_stream.StreamingWhisper`` (rationed decodes of a growing buffer,
+  LocalAgreement-2 partials, endpoints at pauses) needs from a model: one buffer's words
+  with their times, and where the buffer holds speech. faster-whisper (Whisper base,
+  CTranslate2) and Silero VAD are the first implementations
+  (``WhisperTranscriber``, ``SileroVad``); another offline recogniser only needs a
+  ``Transcriber`` to get the same streaming behaviour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from app.speech.agreement import Word
+
+__all__ = ["SAMPLE_RATE", "Recognizer", "SpeechEvent", "SpeechSpan", "Transcriber",
+           "VoiceDetector", "Word"]
+
+SAMPLE_RATE = 16_000  # every recogniser takes 16 kHz mono float32 in [-1, 1]
+
+
+@dataclass(frozen=True)
+class SpeechEvent:
+    """``partial`` (the segment's text so far) or ``final`` (the segment's last text)."""
+
+    kind: str
+    segment: int
+    text: str
+
+
+@runtime_checkable
+class Recognizer(Protocol):
+    """One speaker's streaming recogniser (not thread-safe: one call at a time)."""
+
+    segment: int  # the number of the segment in progress (finals so far)
+
+    def feed(self, samples: np.ndarray) -> list[SpeechEvent]:
+        """Add audio; returns what it made known (may decode, so off the event loop)."""
+        ...
+
+    def flush(self) -> list[SpeechEvent]:
+        """The stream ended: the segment in progress becomes a final (if it holds speech)."""
+        ...
+
+
+# A span of speech in a buffer: {"start": first sample, "end": sample after the last}.
+SpeechSpan = dict[str, int]
+
+
+@runtime_checkable
+class Transcriber(Protocol):
+    """A recogniser of one buffer: its words with start and end in seconds."""
+
+    def transcribe(self, audio: np.ndarray, language: str) -> list[Word]:
+        ...
+
+
+@runtime_checkable
+class VoiceDetector(Protocol):
+    """Where a buffer holds speech: spans in sample offsets, in order, separated by
+    pauses of at least ``min_silence_s``."""
+
+    def speech(self, audio: np.ndarray, min_silence_s: float) -> list[SpeechSpan]:
+        ...
