@@ -21,7 +21,7 @@ from asgi_correlation_id import CorrelationIdMiddleware, correlation_id
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 
-from app.api import chat, models, transcripts, watch
+from app.api import chat, live, models, transcripts, watch
 from app.api.errors import error_response, install_error_handlers
 from app.api.http.auth import Auth, invalid_api_key
 from app.api.http.body_limit import BodySizeLimit
@@ -34,10 +34,10 @@ from app.api.state import ServerState
 from app.engine.engine import Engine
 from app.engine.scheduler import PRIORITY_NAMES, SchedulerConfig
 from app.engine.worker import EngineWorker, client_identity
-from app.live import connection as live
 from app.loader import load_model
 from app.model_files import DEFAULT_MODEL_ID, model_id_for, resolve_model_path
 from app.settings import Settings
+from app.translation.llama_backend import LlamaRunner
 from app.translation.sessions import SessionStore
 from app.translation.translator import Translator
 
@@ -72,7 +72,7 @@ def _load_engine(state: ServerState) -> None:
         state.worker = worker
         state.served_langs = model.served_languages
         state.translator = Translator(
-            worker, fmt, state.sessions, chain_factory=chains.build,
+            LlamaRunner(worker), fmt, state.sessions, chain_factory=chains.build,
             chat_renderer=model.render_chat, max_context_chars=settings.max_context_chars)
         log.info("model %s loaded in %.1fs (prompt format: %s, drafters: %s, %d sequences)",
                  model.path.name, time.perf_counter() - t0, fmt.name, chains.describe(),
@@ -101,9 +101,8 @@ async def _open_rooms(state: ServerState) -> None:
         on_restart=lambda task: metrics.task_restarts.labels(task).inc(),
         on_skipped=metrics.bus_skipped_messages.inc)
     await state.bus.start(state.rooms)
-    client = getattr(state.bus, "client", None)
-    state.transcripts = open_transcripts(
-        settings.data_dir, client, retention_days=settings.transcript_retention_days)
+    state.transcripts = open_transcripts(  # on the bus's Redis, if it has one
+        settings.data_dir, state.bus.redis, retention_days=settings.transcript_retention_days)
     state.recorder = TranscriptRecorder(state.transcripts,
                                         on_line=metrics.transcript_lines.inc,
                                         on_error=metrics.bus_errors.inc,

@@ -8,9 +8,10 @@ middleware) < the composition roots ``app.server`` and ``app.cli``. ``eval`` and
 An AST read of every module: imports inside functions count too (a lazy import is still a
 dependency); imports under ``if TYPE_CHECKING:`` do not.
 
-What the API layer owns (its state, Prometheus metrics, auth and error mapping) lives under
-``app.api``, so nothing below it can reach it; an import of a module that no longer exists
-(an old path after a move) fails here rather than at run time.
+What the API layer owns (its state, Prometheus metrics, auth, the OpenAI shape of errors)
+lives under ``app.api``, so nothing below it can reach it: ``app.live`` gets what it uses in
+a services object. An import of a module that no longer exists (an old path after a move)
+fails here rather than at run time.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def _layer(module: str) -> int:
     if module.startswith("app.api"):
         return 4
     if module.startswith("app.live"):
-        return 4  # TODO(issue 29): 3, once the live code takes a services object
+        return 3
     if module.startswith("app"):
         return 2
     return 6  # eval, clients: tools

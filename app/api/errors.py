@@ -8,7 +8,6 @@ never be a traceback.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 
@@ -17,19 +16,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.engine.engine import ContextOverflowError
-from app.engine.worker import (
-    JobCancelledError,
-    QueueFullError,
-    SchedulerBrokenError,
-    ServerBusyError,
-    WorkerStoppedError,
-    mark_logged,
-    was_logged,
-)
+from app import failures
+from app.failures import Failure, describe_failure
 from app.strict_input import UNSUPPORTED_PARAMETER
-from app.translation.prompts import UnsupportedLanguageError
-from app.translation.sessions import SessionBusyError, SessionStoreFullError, StaleUpdateError
 
 log = logging.getLogger("livetrans.api")
 
@@ -152,64 +141,27 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(APIError(500, "Internal server error.", code="internal_error"))
 
 
-def internal_error(exc: BaseException, where: str) -> APIError:
-    """A 500 for a real bug, logged with its traceback once (the engine worker logs the
-    failures of its jobs itself and marks them)."""
-    if not was_logged(exc):
-        log.error("unexpected error in %s", where, exc_info=exc)
-        mark_logged(exc)
-    return APIError(500, "Internal server error.", code="internal_error")
-
-
 class ClientDisconnected(Exception):
     """The client of a non-streaming request went away before its answer."""
 
 
-# The official SDKs retry a 409 unless told not to; a retried update arrives after newer
-# ones and is refused as stale anyway, so a conflict is final.
-NO_RETRY = {"x-should-retry": "false"}
+def _api_error(failure: Failure) -> APIError:
+    return APIError(failure.status, failure.message, param=failure.param, code=failure.code,
+                    headers=failure.headers)
 
 
 def engine_unavailable(reason: str) -> APIError:
-    """The engine's scheduler thread cannot continue (``GET /health`` says why): a 503,
-    and no ``Retry-After``, since waiting does not bring it back; a restart does."""
-    return APIError(503, f"Engine unavailable: {reason}.", code="engine_unavailable")
+    """The engine's scheduler thread cannot continue: a 503 without ``Retry-After``
+    (``app.failures.engine_unavailable``)."""
+    return _api_error(failures.engine_unavailable(reason))
 
 
 def map_engine_error(exc: BaseException) -> APIError:
-    """Turn failures of the translation path into OpenAI-shaped errors.
-
-    Only the project's typed errors map to a 4xx; anything else is a bug: a 500, logged
-    with its traceback.
-    """
+    """Turn failures of the translation path into OpenAI-shaped errors: the one mapping
+    (``app.failures.describe_failure``), used by the live socket too, plus what only HTTP
+    has (an ``APIError`` raised on the way, a client that hung up)."""
     if isinstance(exc, APIError):
         return exc
-    if isinstance(exc, SessionBusyError):
-        return APIError(409, str(exc), param="session_id", code="session_busy",
-                        headers=dict(NO_RETRY))
-    if isinstance(exc, StaleUpdateError):
-        return APIError(409, str(exc), param="seq", code="stale_update", headers=dict(NO_RETRY))
-    if isinstance(exc, SessionStoreFullError):
-        return APIError(429, f"Server overloaded: {exc}.", param="session_id",
-                        code="sessions_full", headers={"Retry-After": "1"})
-    if isinstance(exc, ServerBusyError):
-        return APIError(429, f"Server overloaded, {exc}.", code="busy",
-                        headers={"Retry-After": "2"})
     if isinstance(exc, ClientDisconnected):
         return APIError(499, "Client closed the request.", code="cancelled")
-    if isinstance(exc, QueueFullError):
-        return APIError(429, "Server overloaded: too many requests queued; retry shortly.",
-                        code="queue_full", headers={"Retry-After": "1"})
-    if isinstance(exc, ContextOverflowError):
-        return APIError(413, f"Input too long: {exc}.", param="messages", code="context_overflow")
-    if isinstance(exc, WorkerStoppedError):
-        return APIError(503, "Server is shutting down.", code="shutting_down")
-    if isinstance(exc, SchedulerBrokenError):
-        return engine_unavailable(str(exc))
-    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
-        return APIError(504, "The request timed out.", code="timeout")
-    if isinstance(exc, UnsupportedLanguageError):
-        return APIError(422, str(exc), param=exc.param, code="unsupported_language")
-    if isinstance(exc, JobCancelledError):
-        return APIError(499, "Request cancelled.", code="cancelled")
-    return internal_error(exc, "the translation path")
+    return _api_error(describe_failure(exc))

@@ -30,6 +30,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from app.live.messages import translate_options
 from app.strict_input import UNSUPPORTED_PARAMETER, ClientInput
 from app.translation.glossary import glossary_field
 from app.translation.sessions import MAX_CONTEXT, SESSION_ID_MAX_CHARS, SESSION_ID_PATTERN
@@ -226,17 +227,14 @@ class ChatCompletionRequest(ClientInput):
 
     def translate_options(self, source_lang: str, target_lang: str,
                           max_tokens: int) -> TranslateOptions:
-        """The one mapping from an HTTP request to the engine's options (languages already
-        checked, ``max_tokens`` already bounded by the server)."""
-        return TranslateOptions(
-            source_lang=source_lang, target_lang=target_lang, beta=self.beta_for(),
-            mask_k=self.mask_k, mask_mode=self.mask_mode, bias_scope=self.bias_scope,
-            final_beta=self.final_beta, draft_guard=self.draft_guard,
-            final_retry=self.final_retry,
-            drafters=list(self.drafters) if self.drafters is not None else None,
-            max_tokens=max_tokens, temperature=self.temperature or DEFAULTS.temperature,
-            seed=self.seed, stop=self.stop_list(), context=self.context,
-            glossary=self.glossary)
+        """The engine's options for this request (languages already checked,
+        ``max_tokens`` already bounded by the server): the one mapping the WebSocket
+        ``start`` uses too (``app.live.messages.translate_options``), with what only HTTP
+        carries."""
+        return translate_options(
+            self, source_lang, target_lang, max_tokens, beta=self.beta_for(),
+            mask_mode=self.mask_mode, temperature=self.temperature or DEFAULTS.temperature,
+            seed=self.seed, stop=self.stop_list())
 
 
 # -- responses -----------------------------------------------------------------------------

@@ -10,7 +10,8 @@ from app.api.errors import APIError, engine_unavailable
 from app.api.http.auth import Auth
 from app.api.metrics import Metrics
 from app.engine.worker import EngineWorker
-from app.live.limits import LiveLimits
+from app.live.limits import LiveLimits, limits_of
+from app.live.services import LiveMetrics, LiveServices
 from app.rooms.bus import RoomBus
 from app.rooms.bus.local import LocalBus
 from app.rooms.registry import RoomRegistry
@@ -57,6 +58,29 @@ class ServerState:
         )
         self.speech = SpeechRecognition(self.settings.asr_model, self.settings.asr_threads,
                                         self.settings.asr_device, on_decode=metrics.observe_asr)
+
+    def live_services(self) -> LiveServices:
+        """What the live subsystem (``app.live``) may use of this state, for one socket
+        (built when the route admits it: the bus, the recorder and the limits in force
+        then). The engine, readiness and shutdown are read when called."""
+        metrics = self.metrics
+        return LiveServices(
+            settings=self.settings, limits=limits_of(self), sessions=self.sessions,
+            speech=self.speech, rooms=self.rooms, connections=self.live_connections,
+            translate=lambda *args, **kwargs: self.translator.translate(*args, **kwargs),
+            next_seq=lambda: self.worker.next_seq(),
+            overload=lambda: self.worker.overload() if self.worker is not None else None,
+            detokenize=lambda ids: self.worker.engine.rt.detokenize(ids),
+            ready=lambda: self.ready, shutting_down=lambda: self.shutting_down,
+            unserved=self.unserved, bus=self.bus, recorder=self.recorder,
+            replica=self.replica,
+            metrics=LiveMetrics(
+                caption_seconds=metrics.caption_seconds.observe,
+                generation=lambda result: metrics.observe_generation(result, route="live"),
+                verdict=metrics.observe_verdict,
+                audio_dropped=metrics.asr_dropped_seconds.inc,
+                refused_busy=lambda: metrics.admission_refusals.labels("live_busy").inc()),
+        )
 
     def begin_shutdown(self) -> None:
         """Stop taking work; live connections flush their finals, say 'done' and close."""

@@ -11,14 +11,19 @@ One connection is one speaker (a session per target language), in three parts:
   one engine job per language, display policies, revisions; every final gets exactly one
   caption or one ``error`` frame naming its ``segment`` per language.
 - the publisher (``live_publisher``): every frame leaves through it, captions to the
-  speaker and, encoded once, to the room's viewers (``app.rooms.registry``, ``app.api.watch``).
+  speaker and, encoded once, to the speaker's talk (``app.rooms.talk``: the room's
+  viewers, the room bus, the transcript).
 
 Hostile input never costs the connection: every frame sent is encodable (``live_frames``),
 an unexpected exception is logged and answered as ``internal_error`` for its segment, and
 the socket is always ended with a close frame. Whatever ends a connection while the client
 is there (``stop``, shutdown, a crash) answers every accepted final first: its captions, or
 an error frame naming its segment (``FanOut.abandon``). Bounds (frame size, connections,
-pending finals, origins) are in ``live_limits``.
+pending finals) are in ``live_limits``.
+
+What the connection uses of the server comes in a ``LiveServices`` (``live_services``); the
+route (``app.api.live``) checks the origin and the API key, then hands the socket to
+``serve``, which admits it or refuses it.
 """
 
 from __future__ import annotations
@@ -28,20 +33,16 @@ import logging
 import math
 from typing import Any
 
-from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from fastapi import WebSocket, WebSocketDisconnect
 
-from app.api.http.origins import origin_allowed
-from app.api.state import ServerState
 from app.engine.worker import client_identity
 from app.live.audio import AudioFrameError, AudioInput
 from app.live.frames import FrameError, encode_frame, log_unexpected, parse_frame, safe_echo
 from app.live.limits import (
     CLOSE_POLICY,
     CLOSE_TRY_AGAIN,
-    LiveLimits,
     ReadPauses,
     admission_refusal,
-    limits_of,
 )
 from app.live.messages import (
     DEFAULT_SAMPLE_RATE,
@@ -55,6 +56,7 @@ from app.live.messages import (
 from app.live.pipeline import FanOut, LanguagePipeline
 from app.live.publisher import CaptionPublisher, ConnectionGone
 from app.live.queue import SegmentQueue, Update
+from app.live.services import LiveServices
 from app.rooms.bus import BusUnavailable, RoomTakenOnBus
 from app.rooms.registry import RoomTakenError
 from app.speech.service import SpeechUnavailableError
@@ -62,7 +64,6 @@ from app.speech.whisper_stream import StreamingWhisper
 from app.translation.sessions import Session, SessionStoreFullError
 
 log = logging.getLogger("livetrans.live")
-router = APIRouter()
 
 CLOSE_NORMAL = 1000
 CLOSE_GOING_AWAY = 1001
@@ -104,15 +105,14 @@ class LiveConnection:
     """One speaker's socket: reads and validates frames (the reader), feeds the fan-out
     (``live_pipeline``) and sends through the publisher (``live_publisher``)."""
 
-    def __init__(self, ws: WebSocket, state: ServerState, owner: str | None,
-                 limits: LiveLimits | None = None) -> None:
+    def __init__(self, ws: WebSocket, services: LiveServices, owner: str | None) -> None:
         self.ws = ws
-        self.state = state
+        self.services = services
         self.owner = owner
-        self.limits = limits or LiveLimits()
-        self.publisher = CaptionPublisher(ws, state.rooms, self, bus=state.bus,
-                                          recorder=state.recorder, replica=state.replica)
-        self.fan = FanOut(state, self.publisher, [])  # its languages arrive with 'start'
+        self.limits = services.limits
+        self.talk = services.talk(self)  # in a room once 'start' names one
+        self.publisher = CaptionPublisher(ws, self.talk)
+        self.fan = FanOut(services, self.publisher, [])  # its languages arrive with 'start'
         self.sessions: dict[str, Session] = {}  # one per target language, in 'start' order
         self.last_final_segment = -1
         self.stopping = False
@@ -142,7 +142,7 @@ class LiveConnection:
         except RuntimeError:  # no loop: nothing runs that could be answered
             return
         if self.give_up_timer is None:
-            self.give_up_at = loop.time() + answer_within(self.state.settings.shutdown_grace_s)
+            self.give_up_at = loop.time() + answer_within(self.services.settings.shutdown_grace_s)
             self.give_up_timer = loop.call_at(self.give_up_at, self.give_up)
 
     def give_up(self) -> None:
@@ -161,12 +161,12 @@ class LiveConnection:
             self.fan.stop()
 
     def end_room(self) -> None:
-        self.publisher.end_room()
+        self.talk.end()
 
     def release_sessions(self) -> None:
         for session in self.sessions.values():
-            self.state.sessions.release(session)
-            self.state.sessions.drop(session.session_id, self.owner)
+            self.services.sessions.release(session)
+            self.services.sessions.drop(session.session_id, self.owner)
         self.sessions.clear()
 
     # -- reader --------------------------------------------------------------------------
@@ -244,9 +244,9 @@ class LiveConnection:
             if not await self.refuse_late_frames():
                 return None
         # the room is free on every replica before the speaker hears 'done'
-        await self.publisher.finish_room()
+        await self.talk.finish()
         await self.publisher.send({"type": "done"})
-        return CLOSE_GOING_AWAY if self.state.shutting_down else CLOSE_NORMAL
+        return CLOSE_GOING_AWAY if self.services.shutting_down() else CLOSE_NORMAL
 
     async def refuse_late_frames(self) -> bool:
         """Answer frames that crossed 'stop' on the wire before 'done' is sent.
@@ -353,8 +353,8 @@ class LiveConnection:
             await self.error(exc.code, exc.message, param=exc.param)
             return
         target_param = "target_langs" if start.target_langs else "target_lang"
-        unserved = self.state.unserved({**{f"{target_param}:{t}": t for t in targets},
-                                        "source_lang": source})
+        unserved = self.services.unserved({**{f"{target_param}:{t}": t for t in targets},
+                                           "source_lang": source})
         if unserved:
             await self.error("language_not_served", unserved[1],
                              param=unserved[0].split(":", 1)[0])
@@ -364,12 +364,12 @@ class LiveConnection:
             stream = await self.open_speech(source)
             if stream is None:
                 return
-        settings = self.state.settings
-        registry = self.state.rooms
+        settings = self.services.settings
+        registry = self.services.rooms
         room = None
         if start.room is not None:
             try:
-                room = await self.publisher.open_room(start.room, targets)
+                room = await self.talk.open(start.room, targets)
             except (RoomTakenError, RoomTakenOnBus):
                 await self.error("room_taken", f"room '{start.room}' already has a speaker; "
                                  "choose another room or stop the other speaker", param="room")
@@ -381,16 +381,16 @@ class LiveConnection:
         sessions: dict[str, Session] = {}
         try:
             for target in targets:
-                sessions[target] = self.state.sessions.acquire(None, self.owner)
+                sessions[target] = self.services.sessions.acquire(None, self.owner)
         except SessionStoreFullError:
             for session in sessions.values():
-                self.state.sessions.release(session)
-                self.state.sessions.drop(session.session_id, self.owner)
-            self.publisher.end_room()
+                self.services.sessions.release(session)
+                self.services.sessions.drop(session.session_id, self.owner)
+            self.talk.end()
             await self.error("server_busy", "every session slot is busy; retry later")
             return
         self.sessions = sessions
-        detokenize = self.state.worker.engine.rt.detokenize
+        detokenize = self.services.detokenize
         self.fan.pipelines = [
             LanguagePipeline(target, sessions[target],
                              start.translate_options(source, target, settings.max_new_tokens),
@@ -412,14 +412,14 @@ class LiveConnection:
     async def open_speech(self, language: str) -> StreamingWhisper | None:
         """The recogniser's stream for an audio speaker, or None after an error frame."""
         try:
-            return await self.state.speech.open_stream(language)
+            return await self.services.speech.open_stream(language)
         except SpeechUnavailableError as exc:
             await self.error("speech_unavailable", str(exc), param="input")
             return None
 
     def start_audio(self, start: StartMessage, stream: StreamingWhisper) -> None:
         """From now on binary frames are this speaker's audio (``live_audio``)."""
-        self.audio = AudioInput(self.state.speech, stream, self.fan, self.publisher,
+        self.audio = AudioInput(self.services.speech, stream, self.fan, self.publisher,
                                 start.sample_rate or DEFAULT_SAMPLE_RATE,
                                 self.limits.max_audio_backlog_s,
                                 self.limits.max_audio_frame_bytes)
@@ -449,7 +449,7 @@ class LiveConnection:
             await self.error(exc.code, exc.message)
             return
         if audio.dropped_s > dropped:
-            self.state.metrics.asr_dropped_seconds.inc(audio.dropped_s - dropped)
+            self.services.metrics.audio_dropped(audio.dropped_s - dropped)
             if not audio.overrun:
                 audio.overrun = True
                 await self.error("audio_overrun", "audio arrives faster than it can be "
@@ -472,7 +472,7 @@ class LiveConnection:
                              "down); no new updates", segment=seg, final=final)
             return
         try:
-            m = parse_text(msg, self.state.settings.max_source_chars)
+            m = parse_text(msg, self.services.settings.max_source_chars)
         except Refusal as exc:
             await self.error(exc.code, exc.message, segment=seg, final=final, param=exc.param)
             return
@@ -495,7 +495,7 @@ class LiveConnection:
         self.fan.submit(Update(m.segment, m.text, final))
 
 
-def _capacity_refusal(state: ServerState) -> str | None:
+def _capacity_refusal(services: LiveServices) -> str | None:
     """Why a new live session must wait for another time (None: admit it).
 
     Admission control: a session admitted beyond what the engine can serve would get its
@@ -503,15 +503,15 @@ def _capacity_refusal(state: ServerState) -> str | None:
     bounds: ``--max-live-sessions`` and the queue-time bound (``--max-queue-wait-s``:
     queued work already waits longer than a caption may take).
     """
-    limit = state.settings.max_live_sessions
-    if len(state.live_connections) >= limit:
+    limit = services.settings.max_live_sessions
+    if len(services.connections) >= limit:
         return (f"server busy: {limit} live sessions running (--max-live-sessions); "
                 "retry later")
-    return state.worker.overload() if state.worker is not None else None
+    return services.overload()
 
 
-async def _refuse(ws: WebSocket, close_code: int, reason: str,
-                  error: dict[str, str] | None = None) -> None:
+async def refuse(ws: WebSocket, close_code: int, reason: str,
+                 error: dict[str, str] | None = None) -> None:
     """Accept, optionally explain in an error frame, then close with ``close_code``: a
     client sees a close code and reason, where a refused handshake is a bare HTTP 403."""
     try:
@@ -523,40 +523,33 @@ async def _refuse(ws: WebSocket, close_code: int, reason: str,
         pass
 
 
-@router.websocket("/v1/live")
-async def live(ws: WebSocket) -> None:
-    state: ServerState = ws.app.state.livetrans
-    if not origin_allowed(ws, state.settings):
-        await _refuse(ws, CLOSE_POLICY, "origin not allowed")
-        return
-    accepted, owner = state.auth.check_websocket(ws)
-    if not accepted:
-        await _refuse(ws, CLOSE_POLICY, "invalid API key")
-        return
-    limits = limits_of(state)
-    refusal = admission_refusal([c.owner for c in state.live_connections], owner, limits)
+async def serve(ws: WebSocket, services: LiveServices, owner: str | None) -> None:
+    """A speaker's socket whose origin and API key passed (``app.api.live``): admitted, it
+    runs until it ends; else it is refused with a close code and an error frame."""
+    limits = services.limits
+    refusal = admission_refusal([c.owner for c in services.connections], owner, limits)
     if refusal is not None:
-        await _refuse(ws, CLOSE_TRY_AGAIN, "too many connections",
-                      {"code": "too_many_connections", "message": refusal})
+        await refuse(ws, CLOSE_TRY_AGAIN, "too many connections",
+                     {"code": "too_many_connections", "message": refusal})
         return
-    if not state.ready:
-        await _refuse(ws, CLOSE_TRY_AGAIN, "not ready",
-                      {"code": "not_ready", "message": "the model is still loading"})
+    if not services.ready():
+        await refuse(ws, CLOSE_TRY_AGAIN, "not ready",
+                     {"code": "not_ready", "message": "the model is still loading"})
         return
-    busy = _capacity_refusal(state)
+    busy = _capacity_refusal(services)
     if busy is not None:
-        state.metrics.admission_refusals.labels("live_busy").inc()
-        await _refuse(ws, CLOSE_TRY_AGAIN, "busy", {"code": "busy", "message": busy})
+        services.metrics.refused_busy()
+        await refuse(ws, CLOSE_TRY_AGAIN, "busy", {"code": "busy", "message": busy})
         return
     # registered before the first await, so concurrent handshakes count each other
-    conn = LiveConnection(ws, state, owner, limits)
-    state.live_connections.add(conn)
+    conn = LiveConnection(ws, services, owner)
+    services.connections.add(conn)
     try:
         await ws.accept()
         await conn.run()
     except (WebSocketDisconnect, RuntimeError, OSError):
         pass
     finally:
-        state.live_connections.discard(conn)
+        services.connections.discard(conn)
         conn.end_room()
         conn.release_sessions()

@@ -36,6 +36,22 @@ MIN_SAMPLE_RATE, MAX_SAMPLE_RATE, DEFAULT_SAMPLE_RATE = 8000, 48000, 16000
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
 
 
+def translate_options(request: Any, source_lang: str, target_lang: str, max_tokens: int,
+                      **path_only: Any) -> TranslateOptions:
+    """The one mapping from a client's request to the engine's options, for the WebSocket
+    ``start`` (one target language of it) and the HTTP chat request
+    (``app.api.schemas``) alike: the options both carry are read from ``request`` by the
+    same names; ``path_only`` are those one path alone carries or computes (the
+    request's ``beta``; HTTP's ``mask_mode``, ``temperature``, ``seed``, ``stop``)."""
+    drafters = request.drafters
+    return TranslateOptions(
+        source_lang=source_lang, target_lang=target_lang, max_tokens=max_tokens,
+        mask_k=request.mask_k, bias_scope=request.bias_scope, final_beta=request.final_beta,
+        draft_guard=request.draft_guard, final_retry=request.final_retry,
+        drafters=list(drafters) if drafters is not None else None,
+        context=request.context, glossary=request.glossary, **path_only)
+
+
 class StartMessage(ClientInput):
 
     type: Literal["start"]
@@ -64,14 +80,9 @@ class StartMessage(ClientInput):
 
     def translate_options(self, source_lang: str, target_lang: str,
                           max_tokens: int) -> TranslateOptions:
-        """The one mapping from a WebSocket ``start`` to the engine's options for one of
-        its target languages (the server's ``--max-new-tokens`` bounds each update)."""
-        return TranslateOptions(
-            source_lang=source_lang, target_lang=target_lang, beta=self.beta,
-            mask_k=self.mask_k, drafters=self.drafters, max_tokens=max_tokens,
-            bias_scope=self.bias_scope, final_beta=self.final_beta,
-            draft_guard=self.draft_guard, final_retry=self.final_retry,
-            context=self.context, glossary=self.glossary)
+        """The engine's options for one of the start's target languages (the server's
+        ``--max-new-tokens`` bounds each update): the one mapping, ``translate_options``."""
+        return translate_options(self, source_lang, target_lang, max_tokens, beta=self.beta)
 
 
 class TextMessage(ClientInput):

@@ -25,8 +25,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.api.errors import map_engine_error
-from app.api.state import ServerState
 from app.engine.engine import GenerationResult
 from app.engine.worker import (
     PRIORITY_FINAL,
@@ -34,9 +32,11 @@ from app.engine.worker import (
     JobCancelledError,
     QueueFullError,
 )
+from app.failures import describe_failure
 from app.live.frames import log_unexpected
 from app.live.publisher import CaptionPublisher, ConnectionGone
 from app.live.queue import SegmentQueue, Update
+from app.live.services import LiveServices
 from app.translation.display import DisplayPolicy, Translation, display_policy, display_unit
 from app.translation.sessions import Session
 from app.translation.translator import TranslateOptions
@@ -77,9 +77,9 @@ class LanguagePipeline:
         """Translate ``update`` and publish its caption, or one error frame naming the
         segment and the language. True when the job was cancelled (a superseded partial):
         nothing is sent then."""
-        state, out = fan.state, fan.publisher
+        services, out = fan.services, fan.publisher
         try:
-            outcome = await state.translator.translate(
+            outcome = await services.translate(
                 update.text, self.options, session=self.session, is_final=update.final,
                 priority=PRIORITY_FINAL if update.final else PRIORITY_PARTIAL,
                 bypass_limit=update.final, cancel=cancel, started=begun, queue_seq=seq,
@@ -95,10 +95,10 @@ class LanguagePipeline:
                             segment=update.segment, final=update.final, lang=self.lang)
             return False
         except Exception as exc:  # noqa: BLE001 - reported as an error frame
-            err = map_engine_error(exc)
+            err = describe_failure(exc)
             if err.status >= 500 and err.code == "internal_error":
                 log_unexpected(log, exc, "live translation", update.segment)
-            await out.error(err.code or "error", err.message, segment=update.segment,
+            await out.error(err.code, err.message, segment=update.segment,
                             final=update.final, lang=self.lang)
             return False
         if outcome.result.finish_reason == "cancelled":
@@ -112,9 +112,9 @@ class LanguagePipeline:
         queue_ms = (started - update.received) * 1000 + max(
             0.0, (now - started) * 1000 - r.decode_ms)
         if update.final:
-            state.metrics.caption_seconds.observe(now - update.received)
-        state.metrics.observe_generation(r, route="live")
-        state.metrics.observe_verdict(outcome)
+            services.metrics.caption_seconds(now - update.received)
+        services.metrics.generation(r)
+        services.metrics.verdict(outcome)
         await out.caption({
             "type": "caption", "segment": update.segment, "lang": self.lang,
             "revision": self.next_revision(update), "source": update.text,
@@ -167,9 +167,9 @@ class LanguagePipeline:
 
 
 class FanOut:
-    def __init__(self, state: ServerState, publisher: CaptionPublisher,
+    def __init__(self, services: LiveServices, publisher: CaptionPublisher,
                  pipelines: list[LanguagePipeline]) -> None:
-        self.state = state
+        self.services = services
         self.publisher = publisher
         self.pipelines = pipelines  # in the client's order of languages
         self.queue = SegmentQueue()
@@ -246,7 +246,7 @@ class FanOut:
         if not update.final:
             self.inflight = (cancel, list(begun.values()))
             if self.partial_seqs is None:
-                self.partial_seqs = {lang: self.state.worker.next_seq() for lang in begun}
+                self.partial_seqs = {lang: self.services.next_seq() for lang in begun}
             seqs.update(self.partial_seqs)
         self.superseding.clear()
         jobs = [asyncio.create_task(p.translate(update, self, started, cancel, begun[p.lang],

@@ -1,6 +1,6 @@
 """API keys, in one place: where a key is read, which paths need one, who owns what.
 
-The HTTP middleware (``app.server``) and the WebSocket routes (``app.live.connection``) both ask
+The HTTP middleware (``app.server``) and the WebSocket routes (``app.api.live``) both ask
 ``Auth``, so a rule (an open path, the metrics key, how an owner is derived) cannot drift
 between the two. Without keys everything is open and nothing has an owner.
 

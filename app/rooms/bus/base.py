@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import redis.asyncio
 
 
 class BusUnavailable(RuntimeError):
@@ -72,6 +75,9 @@ class RoomListener(Protocol):
 
 class RoomBus(Protocol):
     shared: bool  # False: one replica, the registry knows everything
+    # the bus's Redis client (the transcript store shares it; the bus closes it), None for
+    # a bus without Redis
+    redis: redis.asyncio.Redis | None
 
     async def start(self, listener: RoomListener) -> None: ...
 

@@ -10,6 +10,7 @@ from app.rooms.bus.base import RoomListener, TalkInfo
 
 class LocalBus:
     shared = False
+    redis = None  # no Redis: transcripts go to SQLite
 
     async def start(self, listener: RoomListener) -> None:
         return None

@@ -168,6 +168,11 @@ class RedisBus:
         self._release = self.client.register_script(_RELEASE)
         self._append = self.client.register_script(_APPEND)
 
+    @property
+    def redis(self) -> aioredis.Redis:
+        """The bus's main client: the transcript store shares it (the bus closes it)."""
+        return self.client
+
     # -- keys ----------------------------------------------------------------------------
     def _owner(self, room: str) -> str:
         return f"{self.prefix}:owner:{room}"

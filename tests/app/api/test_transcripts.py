@@ -271,8 +271,10 @@ def test_on_redis_it_serves_the_transcript_and_a_redis_away_is_503(tmp_path: Pat
 def test_the_caption_screen_and_the_operator_page_offer_the_download() -> None:
     client = TestClient(_app(), base_url=LOOPBACK)
     watch = client.get("/watch").text
-    assert 'id="transcript"' in watch and "/transcript?" in watch
+    script = client.get("/pages/transcripts.js")
+    assert script.status_code == 200 and "/transcript?" in script.text  # one script, both pages
+    assert 'id="transcript"' in watch and '<script src="/pages/transcripts.js">' in watch
     assert all(f'data-format="{fmt}"' in watch for fmt in ("vtt", "srt", "txt", "json"))
     live = client.get("/live").text
-    assert 'id="transcript-format"' in live and "/transcript?" in live
-    assert "innerHTML" not in watch + live  # server text is only ever set as text
+    assert 'id="transcript-format"' in live and '<script src="/pages/transcripts.js">' in live
+    assert "innerHTML" not in watch + live + script.text  # server text is only set as text

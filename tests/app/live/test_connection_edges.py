@@ -1,4 +1,4 @@
-"""Unit tests of the live socket's edge helpers and the gateway affinity check (no model)."""
+"""Unit tests of the live socket's edge helpers (no model)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.api.errors import APIError
-from app.api.http.affinity import check_session_affinity
 from app.live.frames import FrameError, encode_frame, log_unexpected, parse_frame, safe_echo
 from app.live.limits import (
     SOCKET_EMPTY_S,
@@ -121,14 +119,3 @@ def test_unexpected_errors_are_logged_escaped_with_traceback(caplog) -> None:
             log_unexpected(log, exc, "somewhere", 4)
     line = caplog.records[0].getMessage()
     assert "\\ud800\\nFAKE LINE" in line and "\nFAKE" not in line and "Traceback" in line
-
-
-def test_affinity_check_only_behind_the_gateway() -> None:
-    gw = {"x-livetrans-gateway": "nginx"}
-    check_session_affinity({}, "s-1")  # no gateway: nothing to check
-    check_session_affinity(gw, None)  # no session
-    check_session_affinity({**gw, "x-livetrans-routed-session": "s-1"}, "s-1")
-    for headers in (gw, {**gw, "x-livetrans-routed-session": "s-2"}):
-        with pytest.raises(APIError) as exc:
-            check_session_affinity(headers, "s-1")
-        assert (exc.value.status, exc.value.code) == (400, "session_id_header_required")

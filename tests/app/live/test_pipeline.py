@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from app.engine.engine import GenerationResult
 from app.live.pipeline import FanOut, LanguagePipeline
 from app.live.queue import Update
+from app.live.services import LiveMetrics
 from app.translation.sessions import Session
 from app.translation.translator import TranslateOptions, TranslationOutcome
 
@@ -60,15 +61,13 @@ class FakePublisher:
 def _fan(langs=("de", "ja")) -> tuple[FanOut, FakeTranslator, FakePublisher]:
     translator, publisher = FakeTranslator(), FakePublisher()
     seqs = iter(range(1_000_000))
-    metrics = SimpleNamespace(caption_seconds=SimpleNamespace(observe=lambda s: None),
-                              observe_generation=lambda r, route: None,
-                              observe_verdict=lambda o: None)
-    state = SimpleNamespace(translator=translator, metrics=metrics,
-                            worker=SimpleNamespace(next_seq=lambda: next(seqs)))
+    # the translator is read when called, as ``ServerState.live_services`` does
+    services = SimpleNamespace(translate=lambda *a, **kw: translator.translate(*a, **kw),
+                               metrics=LiveMetrics(), next_seq=lambda: next(seqs))
     pipelines = [LanguagePipeline(lang, Session(session_id=f"s-{lang}"),
                                   TranslateOptions(target_lang=lang), "stable", lambda ids: "")
                  for lang in langs]
-    return FanOut(state, publisher, pipelines), translator, publisher
+    return FanOut(services, publisher, pipelines), translator, publisher
 
 
 def _finals(publisher: FakePublisher) -> list[tuple[int, str]]:

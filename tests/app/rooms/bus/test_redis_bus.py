@@ -453,18 +453,18 @@ def test_a_rival_that_lost_the_race_leaves_the_winners_waiting_viewers_alone(
         redis: RedisServer) -> None:
     """Viewers on b wait for the room's talk; a's speaker wins the room, b's loses: b's
     viewers follow a's talk instead of getting ``ended`` from b's failed claim."""
-    from app.live.publisher import CaptionPublisher
+    from app.rooms.talk import Talk
 
     async def scenario() -> tuple[bool, list[dict]]:
         a, b, reg_a, reg_b = await _started(redis.url)
         try:
             viewer, _ = await _watch(b, reg_b)
-            winner = CaptionPublisher(None, reg_a, object(), a, None, "a")  # type: ignore
-            loser = CaptionPublisher(None, reg_b, object(), b, None, "b")  # type: ignore
-            await winner.open_room(ROOM, ["de"])
+            winner = Talk(reg_a, object(), a, None, "a")
+            loser = Talk(reg_b, object(), b, None, "b")
+            await winner.open(ROOM, ["de"])
             with pytest.raises((RoomTakenOnBus, RoomTakenError)):
-                await loser.open_room(ROOM, ["de"])
-            a.caption(winner.talk, *_caption(0, True))
+                await loser.open(ROOM, ["de"])
+            a.caption(winner.info, *_caption(0, True))
             frames = await _frames(viewer, until_final=0)
             return viewer.queue.closed, frames
         finally:

@@ -1,0 +1,70 @@
+"""What the live subsystem uses of the server: a small services object, not the server state.
+
+The API layer builds a ``LiveServices`` for each socket it admits (``ServerState.live_services``
+in ``app.api.state``), so nothing in ``app.live`` reads the server's state or imports
+``app.api``. Plain values are what stays put while a connection runs (settings, limits, the
+session store, the recogniser, the rooms, the bus and the recorder); what changes under
+it (the model loading, shutdown) is read through callables, and metrics are plain
+callables too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.engine.engine import GenerationResult
+from app.live.limits import LiveLimits
+from app.rooms.bus import RoomBus
+from app.rooms.registry import RoomRegistry
+from app.rooms.talk import Talk
+from app.rooms.transcripts.recorder import TranscriptRecorder
+from app.settings import Settings
+from app.speech.service import SpeechRecognition
+from app.translation.sessions import SessionStore
+from app.translation.translator import TranslationOutcome
+
+
+def _ignore(*_: Any) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class LiveMetrics:
+    """What the live subsystem counts; each a plain callable (no-ops by default)."""
+
+    caption_seconds: Callable[[float], None] = _ignore  # a final's update -> caption
+    generation: Callable[[GenerationResult], None] = _ignore  # every live generation
+    verdict: Callable[[TranslationOutcome], None] = _ignore  # its pathology verdict
+    audio_dropped: Callable[[float], None] = _ignore  # seconds of audio dropped (overrun)
+    refused_busy: Callable[[], None] = _ignore  # a speaker refused by admission control
+
+
+@dataclass(frozen=True)
+class LiveServices:
+    settings: Settings
+    limits: LiveLimits
+    sessions: SessionStore
+    speech: SpeechRecognition
+    rooms: RoomRegistry
+    # the open speakers' connections, shared with the server (shutdown tells each one)
+    connections: set[Any]
+    # the engine, read when called (the model loads after the server starts)
+    translate: Callable[..., Awaitable[TranslationOutcome]]
+    next_seq: Callable[[], int]  # the engine queue's next position
+    overload: Callable[[], str | None]  # why the engine cannot take another speaker
+    detokenize: Callable[[list[int]], str]
+    ready: Callable[[], bool]  # the model is loaded and the server is not shutting down
+    shutting_down: Callable[[], bool]
+    # the first (param, sentence) of the languages the model does not serve, or None
+    unserved: Callable[[dict[str, str]], tuple[str, str] | None]
+    bus: RoomBus | None = None
+    recorder: TranscriptRecorder | None = None
+    replica: str = "livetrans"
+    metrics: LiveMetrics = field(default_factory=LiveMetrics)
+
+    def talk(self, owner: object) -> Talk:
+        """A speaker's talk in a room (``app.rooms.talk``), not yet open."""
+        return Talk(self.rooms, owner, bus=self.bus, recorder=self.recorder,
+                    replica=self.replica)
