@@ -72,17 +72,14 @@ def _usage(result: GenerationResult) -> Usage:
 def livetrans_info(outcome: TranslationOutcome) -> LivetransInfo:
     """The ``livetrans`` object; every draft count in it is read from ``result.drafts``."""
     r = outcome.result
-    drafts = r.drafts
+    counts = r.drafts.summary(len(r.tokens))
     return LivetransInfo(
         session_id=outcome.session_id,
         revision=outcome.revision,
         display_text=outcome.display_text,
-        draft_tokens=drafts.total_proposed,
-        accepted_tokens=drafts.total_accepted,
-        new_tokens=len(r.tokens) - drafts.total_accepted,
-        ssbd_draft_tokens=drafts.ssbd_proposed,
-        ssbd_accepted_tokens=drafts.ssbd_accepted,
-        drafts=DraftCounts(**drafts.as_dict()),
+        **{name: counts[name] for name in ("draft_tokens", "accepted_tokens", "new_tokens",
+                                           "ssbd_draft_tokens", "ssbd_accepted_tokens")},
+        drafts=DraftCounts(**counts["drafts"]),
         forward_passes=r.forward_passes,
         decode_ms=round(r.decode_ms, 2),
         is_final=outcome.is_final,

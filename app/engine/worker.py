@@ -1,6 +1,6 @@
 """Engine jobs: the asyncio side's handle on the step scheduler.
 
-A job is a function of an engine (``translate_update``, a chat completion): it tokenizes,
+A job is a function of an engine (``run_update``, a chat completion): it tokenizes,
 calls ``engine.generate`` once or twice (a pathological final is translated again), and
 judges the result. Each job runs on its own short-lived thread and sees a
 ``ScheduledEngine``, whose ``generate`` files the generation with the step scheduler and

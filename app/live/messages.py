@@ -121,13 +121,6 @@ def _refusal(exc: ValidationError) -> Refusal:
     return Refusal(code, message, param)
 
 
-def parse_start(msg: dict[str, Any]) -> tuple[StartMessage, str, str]:
-    """A valid ``start`` and its normalised (first target, source) languages, or
-    ``Refusal`` (``parse_start_targets`` gives every target of a fan-out)."""
-    start, targets, source = parse_start_targets(msg)
-    return start, targets[0], source
-
-
 def parse_start_targets(msg: dict[str, Any]) -> tuple[StartMessage, list[str], str]:
     """A valid ``start``, its normalised target languages (one or more, in the client's
     order, no repeats) and source language, or ``Refusal``."""

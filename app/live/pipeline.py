@@ -49,13 +49,7 @@ MAX_POLICIES = 64  # display policies kept per language ((segment) keys)
 def draft_stats(result: GenerationResult) -> dict[str, Any]:
     """A caption's draft counts, all read from ``result.drafts``: the totals and SSBD-only
     fields clients have always read, and ``drafts`` (proposed / accepted by source)."""
-    d = result.drafts
-    return {
-        "draft_tokens": d.total_proposed, "accepted_tokens": d.total_accepted,
-        "new_tokens": len(result.tokens) - d.total_accepted,
-        "ssbd_draft_tokens": d.ssbd_proposed, "ssbd_accepted_tokens": d.ssbd_accepted,
-        "drafts": d.as_dict(),
-    }
+    return result.drafts.summary(len(result.tokens))
 
 
 class LanguagePipeline:

@@ -16,7 +16,13 @@ from app.live.limits import (
     admission_refusal,
     limits_of,
 )
-from app.live.messages import Refusal, parse_start, parse_text, segment_of, sniff_segment
+from app.live.messages import (
+    Refusal,
+    parse_start_targets,
+    parse_text,
+    segment_of,
+    sniff_segment,
+)
 
 
 def test_safe_echo_escapes_surrogates_and_controls_and_cuts() -> None:
@@ -46,7 +52,9 @@ def test_parse_frame_turns_every_failure_into_a_frame_error(raw, code) -> None:
 
 
 def test_start_validation_refuses_unknown_names_and_bad_numbers() -> None:
-    start, target, source = parse_start({"type": "start", "target_lang": "DE", "beta": 0})
+    start, targets, source = parse_start_targets({"type": "start", "target_lang": "DE",
+                                                  "beta": 0})
+    target = targets[0]
     assert (target, source, start.beta) == ("de", "en", 0.0)
     for bad, code in [({"drafters": ["warp"]}, "unknown_drafter"),
                       ({"drafters": ["ngram", "ngram"]}, "invalid_message"),
@@ -56,7 +64,7 @@ def test_start_validation_refuses_unknown_names_and_bad_numbers() -> None:
                       ({"beta": float("nan")}, "invalid_message"),
                       ({"mask_k": "3"}, "invalid_message")]:
         with pytest.raises(Refusal) as exc:
-            parse_start({"type": "start", "target_lang": "de", **bad})
+            parse_start_targets({"type": "start", "target_lang": "de", **bad})
         assert exc.value.code == code
         encode_frame({"message": exc.value.message}).encode("utf-8")
 
