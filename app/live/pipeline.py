@@ -65,7 +65,7 @@ class LanguagePipeline:
         self.policies: dict[int, DisplayPolicy] = {}
         self.revisions: dict[int, int] = {}
 
-    async def translate(self, update: Update, fan: FanOut, started: float,
+    async def caption(self, update: Update, fan: FanOut, started: float,
                         cancel: threading.Event, begun: threading.Event,
                         seq: int | None) -> bool:
         """Translate ``update`` and publish its caption, or one error frame naming the
@@ -212,7 +212,7 @@ class FanOut:
                 await self.queue.changed.wait()
                 continue
             try:
-                await self.translate(update)
+                await self.fan_out(update)
             except ConnectionGone:
                 raise
             except Exception as exc:  # noqa: BLE001 - one update's bug, not the connection's
@@ -221,7 +221,7 @@ class FanOut:
                 await self.publisher.error("internal_error", "Internal server error.",
                                            segment=update.segment, final=update.final)
 
-    async def translate(self, update: Update) -> None:
+    async def fan_out(self, update: Update) -> None:
         """One update into every language at once; each pipeline sends its caption (or its
         error) as soon as it is done, and the next update starts when all are. A partial
         superseded while every language still waits in the queue is dropped as a whole;
@@ -243,7 +243,7 @@ class FanOut:
                 self.partial_seqs = {lang: self.services.next_seq() for lang in begun}
             seqs.update(self.partial_seqs)
         self.superseding.clear()
-        jobs = [asyncio.create_task(p.translate(update, self, started, cancel, begun[p.lang],
+        jobs = [asyncio.create_task(p.caption(update, self, started, cancel, begun[p.lang],
                                                 seqs[p.lang]))
                 for p in pipelines]
         self.running = (update, {p.lang: job for p, job in zip(pipelines, jobs, strict=True)})
