@@ -89,6 +89,7 @@ async def _open_rooms(state: ServerState) -> None:
     SQLite in ``--data-dir``. ``serve`` checked both before starting; here a failure stops
     the start-up."""
     from app.rooms.bus import open_room_bus
+    from app.rooms.redis_client import is_sentinel
     from app.rooms.transcripts import open_transcripts
     from app.rooms.transcripts.recorder import TranscriptRecorder
 
@@ -102,7 +103,8 @@ async def _open_rooms(state: ServerState) -> None:
         on_skipped=metrics.bus_skipped_messages.inc)
     await state.bus.start(state.rooms)
     state.transcripts = open_transcripts(  # on the bus's Redis, if it has one
-        settings.data_dir, state.bus.redis, retention_days=settings.transcript_retention_days)
+        settings.data_dir, state.bus.redis, retention_days=settings.transcript_retention_days,
+        replicated=is_sentinel(settings.room_bus or ""))
     state.recorder = TranscriptRecorder(state.transcripts,
                                         on_line=metrics.transcript_lines.inc,
                                         on_error=metrics.bus_errors.inc,

@@ -18,7 +18,10 @@ will never succeed and is the caller's to log.
 
 from __future__ import annotations
 
+import logging
 import re
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -27,7 +30,11 @@ from redis import exceptions as rex
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
+log = logging.getLogger("livetrans.redis")
+
 SOCKET_TIMEOUT_S = 5.0
+REPLICATION_WAIT_MS = 500  # with Sentinel: a kept write waits for a replica's copy
+REPLICATION_PATIENCE_S = 30.0  # ... made again this long while none confirms it
 CONNECT_TIMEOUT_S = 2.0
 
 # error replies that say "not now" rather than "never": the codes Redis puts first
@@ -40,6 +47,8 @@ _TRANSIENT_CLASSES: tuple[type[BaseException], ...] = (
     rex.NoPermissionError, rex.BusyLoadingError, rex.TryAgainError, rex.MasterDownError,
     rex.ClusterDownError)
 _OOM_TEXT = "command not allowed when used memory"
+# a primary demoted by a failover answers WAIT (and writes) as a replica: not now, elsewhere
+_DEMOTED_TEXT = ("cannot be used with replica", "read only replica")
 
 
 def unavailable(exc: BaseException) -> bool:
@@ -48,7 +57,8 @@ def unavailable(exc: BaseException) -> bool:
         return True
     if isinstance(exc, rex.ResponseError):
         text = str(exc)
-        return _OOM_TEXT in text or _TRANSIENT_RE.search(text[:300]) is not None
+        return (_OOM_TEXT in text or any(t in text for t in _DEMOTED_TEXT)
+                or _TRANSIENT_RE.search(text[:300]) is not None)
     return False
 
 
@@ -168,3 +178,34 @@ def probe(url: str, timeout: float = 3.0) -> None:
         raise RuntimeError(f"{redacted(url)}: {describe(exc)}") from None
     finally:
         client.close()
+
+
+class ReplicaWait:
+    """Kept writes on a Sentinel-managed primary wait until a replica has them (``WAIT``),
+    so that a failover does not drop them. While none confirms, the write is made again
+    (the primary may have changed under us; every kept write is idempotent), for
+    ``REPLICATION_PATIENCE_S``: longer than Sentinel takes to demote the old primary, whose
+    writes then fail with READONLY and go to the new one. A replica that stays away costs
+    that wait once: until one confirms again, writes are kept on the primary only (logged)
+    rather than each waiting the whole patience."""
+
+    def __init__(self, what: str, patience_s: float | None = None) -> None:
+        self.what = what
+        self.patience_s = REPLICATION_PATIENCE_S if patience_s is None else patience_s
+        self.away = False  # no replica confirmed within the patience, none since
+
+    async def write(self, client: aioredis.Redis, op: Callable[[], Awaitable[object]]) -> None:
+        await op()
+        deadline = time.monotonic() + (0.0 if self.away else self.patience_s)
+        while int(await client.execute_command("WAIT", 1, REPLICATION_WAIT_MS)) < 1:
+            if time.monotonic() > deadline:
+                if not self.away:
+                    log.warning("%s: no replica confirmed a write within %.0f s; writes are "
+                                "kept on the primary only until one does", self.what,
+                                self.patience_s)
+                self.away = True
+                return
+            await op()
+        if self.away:
+            log.warning("%s: a replica confirms writes again", self.what)
+        self.away = False

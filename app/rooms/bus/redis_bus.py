@@ -45,7 +45,14 @@ import redis.asyncio as aioredis
 
 from app.rooms.bus.base import BusUnavailable, RoomListener, RoomTakenOnBus, TalkInfo
 from app.rooms.outbox import Outbox, StoreUnavailable, Write
-from app.rooms.redis_client import connect, describe, is_sentinel, redacted, unavailable
+from app.rooms.redis_client import (
+    ReplicaWait,
+    connect,
+    describe,
+    is_sentinel,
+    redacted,
+    unavailable,
+)
 from app.supervision import Supervisor
 
 log = logging.getLogger("livetrans.bus")
@@ -59,8 +66,6 @@ SCAN_BATCH = 500  # entries per XREVRANGE while a late viewer's backlog is read
 MAX_CONNECTIONS = 32  # to Redis per replica: outbox writes, viewers' lookups
 LOOKUPS_AT_ONCE = 24  # viewers' lookups in flight; the rest wait their turn
 MAX_DELIVERED = 200_000  # finals a replica remembers per room to hand each on once
-REPLICATION_WAIT_MS = 500  # with Sentinel: a kept write waits for a replica's copy
-REPLICATION_PATIENCE_S = 5.0  # ... and is retried this long while none confirms it
 RETRY_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 
 # Append an entry unless its marker says it is there already (a retry of a write that ran).
@@ -148,7 +153,8 @@ class RedisBus:
         self._lease_client = connect(url, max_connections=2)  # renewals never queue
         self._read_client = connect(url, max_connections=2,  # XREAD BLOCK holds one
                                     extra_timeout=READ_BLOCK_MS / 1000)
-        self.durable = is_sentinel(url)  # with replicas: wait for a copy of kept writes
+        # with Sentinel (replicas): kept writes wait for a replica's copy
+        self._replicas = ReplicaWait("room bus") if is_sentinel(url) else None
         self.outbox = Outbox(f"room bus {redacted(url)}", on_up=self._writes_up,
                              on_error=on_error, on_pending=on_pending)
         self.supervisor = Supervisor(on_restart)
@@ -294,25 +300,15 @@ class RedisBus:
         args = [marker, FINALS_MAXLEN, STREAM_TTL_S * 1000, *_flat(fields)]
 
         async def write() -> None:
-            await self._durably(lambda: self._append(
-                keys=[self._finals(room), self._sent(room, talk)], args=args))
+            append = lambda: self._append(  # noqa: E731
+                keys=[self._finals(room), self._sent(room, talk)], args=args)
+            if self._replicas is None:
+                await append()
+            else:
+                await self._replicas.write(self.client, append)
 
         return self._put(write, keep=True, what=what, wait=wait,
                          size=sum(len(v) for v in fields.values()))
-
-    async def _durably(self, op: Callable[[], Awaitable[Any]]) -> None:
-        """Make a kept write; with Sentinel, until a replica has it too (a failover then
-        keeps it), retried while none confirms it for ``REPLICATION_PATIENCE_S``."""
-        await op()
-        if not self.durable:
-            return
-        deadline = time.monotonic() + REPLICATION_PATIENCE_S
-        while int(await self.client.execute_command("WAIT", 1, REPLICATION_WAIT_MS)) < 1:
-            if time.monotonic() > deadline:
-                log.warning("room bus: no replica confirmed a write within %.0f s; kept on "
-                            "the primary only", REPLICATION_PATIENCE_S)
-                return
-            await op()  # idempotent: the primary may have changed under us
 
     # -- viewers -------------------------------------------------------------------------
     async def current_talk(self, room: str) -> TalkInfo | None:

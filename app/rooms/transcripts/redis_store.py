@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 
 import app.rooms.transcripts.store as bounds
-from app.rooms.redis_client import describe, unavailable
+from app.rooms.redis_client import ReplicaWait, describe, unavailable
 from app.rooms.transcripts.store import (
     FullWarnings,
     TalkRecord,
@@ -120,8 +120,10 @@ class RedisTranscriptStore:
     def __init__(self, client: aioredis.Redis, prefix: str = "livetrans", *,
                  max_talks: int | None = None, max_lines: int | None = None,
                  retention_days: float | None = bounds.DEFAULT_RETENTION_DAYS,
-                 own_client: bool = False) -> None:
+                 own_client: bool = False, replicated: bool = False) -> None:
         self.client = client
+        # a Sentinel-managed primary: a line is written until a replica has it too
+        self._replicas = ReplicaWait("transcript store") if replicated else None
         self.retention_s = bounds.retention_seconds(retention_days)
         self.retention_ms = 0 if self.retention_s is None else int(self.retention_s * 1000)
         self.prefix = prefix
@@ -170,6 +172,12 @@ class RedisTranscriptStore:
             await self.client.delete(talk_key,
                                      *(self._lines_key(room, talk_id, lang) for lang in langs))
 
+    async def _durably(self, op: Callable[[], Awaitable[object]]) -> None:
+        if self._replicas is None:
+            await op()
+        else:
+            await self._replicas.write(self.client, op)
+
     # -- TranscriptStore -----------------------------------------------------------------
     async def start_talk(self, talk: TalkRecord) -> None:
         started_at = repr(clean_epoch(talk.started_at))
@@ -184,7 +192,7 @@ class RedisTranscriptStore:
             if int(created):
                 await self._evict(talk.room)
 
-        await self._call("start a talk", op)
+        await self._call("start a talk", lambda: self._durably(op))
 
     async def add(self, room: str, talk_id: str, lang: str, line: TranscriptLine) -> None:
         line = clean_line(line)
@@ -203,7 +211,13 @@ class RedisTranscriptStore:
                 await self._evict(room)
             return bool(int(kept))
 
-        if not await self._call("add a line", op):
+        kept: list[bool] = []
+
+        async def write() -> None:
+            kept[:] = [await op()]  # idempotent: a line replaces its segment's
+
+        await self._call("add a line", lambda: self._durably(write))
+        if not kept[0]:
             self._full.refused(room, talk_id, lang, self.max_lines)
 
     async def talks(self, room: str) -> list[TalkRecord]:

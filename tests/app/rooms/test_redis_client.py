@@ -26,6 +26,8 @@ from app.settings import Settings
                       "command not allowed when used memory > 'maxmemory'."),
     rex.ResponseError("ERR Error running script: @user_script:5: READONLY You can't write "
                       "against a read only replica."),
+    rex.ResponseError("ERR WAIT cannot be used with replica instances. Please also note that "
+                      "since Redis 4.0 if a replica is configured to be writable ..."),
 ])
 def test_faults_of_an_ordinary_redis_are_unavailable(exc: BaseException) -> None:
     assert unavailable(exc)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -528,35 +529,75 @@ def test_an_unreachable_redis_is_one_line(tmp_path: Path) -> None:
     assert "\n" not in message and f"127.0.0.1:{server.port}" in message
 
 
-def test_every_final_once_in_order_through_a_sentinel_failover(tmp_path: Path) -> None:
-    """Debian's redis-sentinel watching a primary and its replica; the buses find the
-    primary through Sentinel. A failover mid-talk costs seconds of frames and no final:
-    kept writes wait for a replica's copy, and are made again on the new primary."""
+@pytest.fixture()
+def sentinel(tmp_path: Path):
+    """Debian's redis-sentinel watching a primary and its replica, ready to fail over."""
     from tests.redis_server import RedisSentinel
 
     primary = RedisServer(tmp_path / "primary")
     primary.start()
     replica = RedisServer(tmp_path / "replica", replica_of=primary.port)
-    sentinel = None
+    watcher = None
     try:
         replica.start()
-        sentinel = RedisSentinel(tmp_path / "sentinel", primary.port)
-        sentinel.start()
-        sentinel.wait_for_replicas(1)
-
-        async def failover() -> None:
-            await asyncio.to_thread(sentinel.failover)
-
-        recent, frames = asyncio.run(_talk_through_a_fault(sentinel.url, failover,
-                                                           _nothing()))
-        moved = sentinel.primary()
+        watcher = RedisSentinel(tmp_path / "sentinel", primary.port)
+        watcher.start()
+        watcher.wait_for_replicas(1)
+        deadline = time.monotonic() + 30  # the replica has the primary's data (synced)
+        while replica.cli("INFO", "replication").get("master_link_status") != "up":
+            assert time.monotonic() < deadline, "the replica did not sync"
+            time.sleep(0.1)
+        watcher.replica_port = replica.port
+        yield watcher
     finally:
-        if sentinel is not None:
-            sentinel.stop()
+        if watcher is not None:
+            watcher.stop()
         replica.stop()
         primary.stop()
-    assert moved == replica.port  # the failover happened
+
+
+def test_every_final_once_in_order_through_a_sentinel_failover(sentinel) -> None:  # noqa: ANN001
+    """The buses find the primary through Sentinel. A failover mid-talk costs seconds of
+    frames and no final: kept writes wait for a replica's copy, and are made again on the
+    new primary."""
+    async def failover() -> None:
+        await asyncio.to_thread(sentinel.failover)
+
+    recent, frames = asyncio.run(_talk_through_a_fault(sentinel.url, failover, _nothing()))
+    assert sentinel.primary() == sentinel.replica_port  # the failover happened
     assert _finals(recent + frames) == list(range(11))
+
+
+def test_every_transcript_line_survives_a_sentinel_failover(sentinel) -> None:  # noqa: ANN001
+    """Transcript lines on a Sentinel-managed primary are written until a replica has them:
+    lines written around a failover are all in the transcript read from the new primary."""
+    from app.rooms.redis_client import connect
+    from app.rooms.transcripts.recorder import TranscriptRecorder
+    from app.rooms.transcripts.redis_store import RedisTranscriptStore
+    from app.rooms.transcripts.store import TalkRecord, TranscriptLine
+
+    async def scenario() -> list[int]:
+        client = connect(sentinel.url, max_connections=8)
+        store = RedisTranscriptStore(client, replicated=True, own_client=True)
+        recorder = TranscriptRecorder(store)
+        await recorder.start()
+        recorder.start_talk(TalkRecord(room=ROOM, talk_id="t1", started_at=time.time(),
+                                       langs=("de",)))
+        for seg in range(20):
+            if seg == 5:
+                await asyncio.to_thread(sentinel.failover)
+            recorder.line(ROOM, "t1", "de", TranscriptLine(segment=seg, start_s=seg,
+                                                           end_s=seg + 1, source="s",
+                                                           text=f"x{seg}"))
+            await asyncio.sleep(0.1)
+        await asyncio.wait_for(recorder.written(), 60)
+        lines = await store.lines(ROOM, "t1", "de")
+        await recorder.close(1)
+        return [line.segment for line in lines]
+
+    segments = asyncio.run(scenario())
+    assert sentinel.primary() == sentinel.replica_port
+    assert segments == list(range(20))
 
 
 def test_viewers_joining_right_after_redis_dropped_every_connection_are_not_refused(
