@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup serve test lint bench clean system-deps
+.PHONY: setup serve test lint bench clean system-deps web-deps
 
 setup: $(STAMP)
 
@@ -24,22 +24,28 @@ lint: setup
 
 # The browser test drives Debian's Chromium, the scale-out test Debian's nginx, the room-bus
 # tests Debian's redis-server and redis-sentinel (the failover test) and the
-# speech-to-captions test Debian's espeak-ng (its speech
-# synthesiser); the caption-screen screenshots need a Japanese font (fonts-ipafont-gothic); without root or apt they are
-# skipped, not failed.
+# speech-to-captions test Debian's espeak-ng (its speech synthesiser), the audio-source and
+# HLS tests Debian's ffmpeg (it encodes test audio and video, and reads the subtitle
+# playlists as a player would); the caption-screen screenshots need a Japanese font
+# (fonts-ipafont-gothic); without root or apt they are skipped, not failed.
 system-deps:
 	@command -v chromium >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1 && \
 	  command -v espeak-ng >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1 && \
-	  command -v redis-sentinel >/dev/null 2>&1 && \
+	  command -v redis-sentinel >/dev/null 2>&1 && command -v ffmpeg >/dev/null 2>&1 && \
 	  [ -d /usr/share/fonts/opentype/ipafont-gothic ] || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      chromium nginx-light espeak-ng redis-server redis-sentinel fonts-ipafont-gothic; \
-	  else echo "chromium/nginx/espeak-ng/redis-server/redis-sentinel missing: the browser, scale-out," \
+	      chromium nginx-light espeak-ng redis-server redis-sentinel ffmpeg fonts-ipafont-gothic; \
+	  else echo "chromium/nginx/espeak-ng/redis-server/redis-sentinel/ffmpeg missing: the browser, scale-out," \
 	    "room-bus and speech tests" \
 	    "will be skipped"; fi; }
 
-test: setup system-deps
+# hls.js (npm registry) for the HLS player test in Chromium; without npm that test is skipped.
+web-deps:
+	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/web --no-audit --no-fund --silent; \
+	  else echo "npm missing: the hls.js player test will be skipped"; fi
+
+test: setup system-deps web-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -rs $(PYTEST_ARGS)
 
