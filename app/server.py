@@ -151,7 +151,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         yield
         state.shutting_down = True
         if state.worker is not None:
-            state.worker.shutdown(settings.shutdown_grace_s)
+            await state.worker.shutdown(settings.shutdown_grace_s)
         state.speech.close()
         await _close_rooms(state)
 

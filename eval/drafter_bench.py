@@ -23,8 +23,9 @@ from tqdm import tqdm
 from app.engine.engine import Engine
 from app.loader import load_model
 from app.settings import ModelSettings
+from app.translation.backend import run_to_end
 from app.translation.drafting import ChainBuilder
-from app.translation.llama_backend import LlamaBackend
+from app.translation.llama_backend import StandaloneLlamaBackend
 from app.translation.translator import TranslateOptions, run_update
 from app.usage import PlainHelp, add_model_options, comma_list
 from drafters.chain import DEFAULT_ORDER
@@ -71,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             reference_tokens = None
             for name, chain_names in zip(names, [None, *chains], strict=True):
                 chain = builder.build(chain_names, lang) if chain_names else None
-                result = run_update(LlamaBackend(engine), prompt, opts, True, draft_tokens=[],
-                                    chain=chain).result
+                result = run_to_end(run_update(StandaloneLlamaBackend(engine), prompt, opts,
+                                               True, draft_tokens=[], chain=chain)).result
                 t = totals[name]
                 t["ms"] += result.decode_ms
                 t["tokens"] += len(result.tokens)

@@ -24,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.engine.engine import Engine
-from app.translation.llama_backend import LlamaBackend
+from app.translation.backend import run_to_end
+from app.translation.llama_backend import StandaloneLlamaBackend
 from app.translation.pathology import fit_for_context
 from app.translation.prompts import PromptFormat
 from app.translation.sessions import DraftPlan, Session
@@ -154,14 +155,14 @@ def run_stream(engine: Engine, fmt: PromptFormat, method: Method, stream: Stream
         prompt = plan_prompt(fmt, update.source, opts,
                              session.context(tgt_lang, src_lang, opts.context),
                              update.is_final, talk.max_context_chars)
-        out = run_update(
-            LlamaBackend(engine), prompt.prompt, opts, update.is_final,
+        out = run_to_end(run_update(
+            StandaloneLlamaBackend(engine), prompt.prompt, opts, update.is_final,
             draft_tokens=plan.tokens,
             chain=chain if method.drafters else None,
             extra_draft=[newline_token] if (method.stop_draft and plan.tokens) else None,
             draft_agreed=plan.agreed, examples=prompt.examples, retry_prompt=prompt.retry,
             terms=prompt.terms, term_prompt=prompt.term_prompt,
-        )
+        ))
         session.commit(update.source, out.draft, update.is_final, tgt_lang, src_lang, seq=i,
                        text=out.result.text.strip() if fit_for_context(out.pathology) else None)
         records.append({"update": i, "source": update.source,

@@ -2,9 +2,9 @@
 
 Its code lives in ``app.engine.sched``: the pure policy (``sched/policy.py``: admission,
 priorities, fair share, preemption, cancellation, failed passes), the thread that drives it
-(``sched/driver.py``: the loop, its supervisor, the broken state), the exclusive calls of
-tests (``sched/exclusive.py``) and the errors (``sched/errors.py``). This
-module is the public face the worker, the server and the tests import.
+(``sched/driver.py``: the loop, its supervisor, the broken state) and the errors
+(``sched/errors.py``). This module is the public face the worker, the server and the
+tests import.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from app.engine.sched.errors import (
     mark_logged,
     was_logged,
 )
-from app.engine.sched.exclusive import ExclusiveScheduler
 from app.engine.sched.policy import (
     PRIORITY_FINAL,
     PRIORITY_NAMES,
@@ -32,6 +31,6 @@ from app.engine.sched.policy import (
 )
 
 __all__ = ["PRIORITY_FINAL", "PRIORITY_NAMES", "PRIORITY_PARTIAL", "PRIORITY_REQUEST",
-           "RESTART_BACKOFF_S", "ExclusiveScheduler", "GenerationFailedError",
+           "RESTART_BACKOFF_S", "GenerationFailedError",
            "SchedulerBrokenError", "SchedulerConfig", "StepPlan", "StepPolicy",
            "StepScheduler", "Ticket", "describe", "mark_logged", "rank_of", "was_logged"]

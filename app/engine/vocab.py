@@ -3,9 +3,9 @@
 The runtime uses it for prompts; drafter builders load only the vocabulary
 (``LlamaVocab.load``), which takes a fraction of a second and no weights.
 
-Threads. In the server this object is used from three kinds of thread at once: the event
-loop (display masks detokenize), job threads (prompts are tokenized, drafts detokenized)
-and the step scheduler's thread (every generated token's bytes, end-of-generation checks),
+Threads. In the server this object is used from two threads at once: the event loop
+(display masks detokenize; the jobs tokenize prompts and detokenize drafts) and the step
+scheduler's thread (every generated token's bytes, end-of-generation checks),
 while that thread also runs ``llama_decode`` on the model. ctypes releases the GIL for
 every C call, so C calls really do overlap. Two rules make every method safe to call from
 any thread:

@@ -1,12 +1,14 @@
 """Engine jobs: the asyncio side's handle on the step scheduler.
 
-A job is a function of an engine (``run_update``, a chat completion): it tokenizes,
-calls ``engine.generate`` once or twice (a pathological final is translated again), and
-judges the result. Each job runs on its own short-lived thread and sees a
+A job is a coroutine function of an engine (``run_update``, a chat completion): it
+tokenizes, awaits ``engine.generate`` once or twice (a pathological final is translated
+again), and judges the result. It runs as a task on the event loop and sees a
 ``ScheduledEngine``, whose ``generate`` files the generation with the step scheduler and
-blocks until its sequence is done, so the model itself only ever runs on the scheduler's
-thread while many jobs advance in the same forward passes. The asyncio side awaits a
-future; streaming callbacks hop back onto the event loop with ``call_soon_threadsafe``.
+awaits a future that the scheduler completes when the sequence is done (``Ticket.on_done``
+hops onto the loop with ``call_soon_threadsafe``). So the model only ever runs on the
+scheduler's thread, many jobs advance in the same forward passes, and no job holds a
+thread while it waits. Streaming callbacks run on the scheduler's thread and hop back onto
+the event loop themselves (the chat route's ``on_text``).
 
 Bounds: jobs that have not started (no sequence yet) count against ``max_queue``; finals
 bypass it, since a final segment must always get its translation. Jobs cancelled (client
@@ -21,28 +23,29 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TypeVar
 
 from app.engine.engine import ContextOverflowError, Engine, GenerationRequest, GenerationResult
 from app.engine.scheduler import (
     PRIORITY_FINAL,
     PRIORITY_PARTIAL,
     PRIORITY_REQUEST,
-    ExclusiveScheduler,
     GenerationFailedError,
     SchedulerBrokenError,
     SchedulerConfig,
+    StepScheduler,
+    Ticket,
     mark_logged,
     was_logged,
 )
 
 __all__ = ["PRIORITY_FINAL", "PRIORITY_PARTIAL", "PRIORITY_REQUEST", "CALLER_ERRORS",
            "EngineWorker", "GenerationFailedError", "JobCancelledError", "QueueFullError",
-           "ScheduledEngine", "SchedulerBrokenError", "ServerBusyError", "WorkerStoppedError",
-           "client_identity", "mark_logged", "was_logged"]
+           "Job", "ScheduledEngine", "SchedulerBrokenError", "ServerBusyError",
+           "WorkerStoppedError", "client_identity", "mark_logged", "was_logged"]
 
 log = logging.getLogger("livetrans.worker")
 
@@ -76,25 +79,21 @@ CALLER_ERRORS: tuple[type[BaseException], ...] = (ContextOverflowError, JobCance
 
 
 @dataclass(eq=False)
-class _Job(Generic[T]):
+class _Job:
     priority: int
     seq: int
     client: str
-    fn: Callable[[Any], T]
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future
     cancel: threading.Event
     started: threading.Event | None = None
     enqueued_at: float = field(default_factory=time.perf_counter)
     started_at: float | None = None
     counted: bool = True  # still counted as waiting in ``EngineWorker._pending``
-    exclusive: bool = False
 
 
 class ScheduledEngine:
-    """The engine as a job sees it: ``rt`` and a blocking ``generate`` on the scheduler."""
+    """The engine as a job sees it: ``rt`` and an awaitable ``generate`` on the scheduler."""
 
-    def __init__(self, worker: EngineWorker, job: _Job[Any]) -> None:
+    def __init__(self, worker: EngineWorker, job: _Job) -> None:
         self._worker = worker
         self._job = job
 
@@ -102,18 +101,44 @@ class ScheduledEngine:
     def rt(self):  # noqa: ANN201 - the runtime, for tokenizing
         return self._worker.engine.rt
 
-    def generate(self, req: GenerationRequest) -> GenerationResult:
+    async def generate(self, req: GenerationRequest) -> GenerationResult:
+        """File ``req`` with the step scheduler and wait, without a thread, until its
+        sequence is done (or failed: its error raised)."""
         job = self._job
         if job.cancel.is_set() and job.started_at is None:
             raise JobCancelledError("cancelled before it started")
+        loop = asyncio.get_running_loop()
+        finished: asyncio.Future[None] = loop.create_future()
+
+        def on_done(_ticket: Ticket) -> None:  # the scheduler's thread
+            try:
+                loop.call_soon_threadsafe(_settle, finished)
+            except RuntimeError:  # the event loop is closed (shutdown): nobody waits
+                pass
+
         gen = self._worker.engine.start(req)
         ticket = self._worker.scheduler.submit(
             gen, priority=job.priority, client=job.client, order=job.seq, cancel=job.cancel,
-            on_admit=lambda: self._worker._mark_started(job))
-        result = self._worker.scheduler.run(ticket)
+            on_admit=lambda: self._worker._mark_started(job), on_done=on_done)
+        try:
+            await finished
+        except asyncio.CancelledError:  # the job's task is torn down: leave the batch
+            job.cancel.set()
+            raise
+        if ticket.error is not None:
+            raise ticket.error
         if not ticket.ever_admitted and job.started_at is None:
             raise JobCancelledError("cancelled before it started")
-        return result
+        return ticket.gen.result
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+# What a caller hands the worker: a coroutine function of the job's engine.
+Job = Callable[[ScheduledEngine], Awaitable[T]]
 
 
 class EngineWorker:
@@ -130,10 +155,9 @@ class EngineWorker:
         self.on_refuse = on_refuse  # (reason): admission refusals, for metrics
         self.max_queue = max_queue
         self.max_queue_wait_s = max_queue_wait_s
-        # on_restart ("scheduler"): the scheduler's loop restarted after an exception. The
-        # exclusive kind, for ``submit(exclusive=True)`` (only tests ask for it).
-        self.scheduler = ExclusiveScheduler(engine, scheduler, on_step=on_step,
-                                            on_admit=on_admit, on_restart=on_restart)
+        # on_restart ("scheduler"): the scheduler's loop restarted after an exception
+        self.scheduler = StepScheduler(engine, scheduler, on_step=on_step, on_admit=on_admit,
+                                       on_restart=on_restart)
         self._seq = itertools.count()
         self._pending = 0
         self._running = 0
@@ -174,27 +198,22 @@ class EngineWorker:
 
     async def submit(
         self,
-        fn: Callable[[Any], T],
+        fn: Job[T],
         priority: int = PRIORITY_REQUEST,
         cancel: threading.Event | None = None,
         bypass_limit: bool = False,
         started: threading.Event | None = None,
         seq: int | None = None,
         client: str | None = None,
-        exclusive: bool = False,
     ) -> T:
-        """Run ``fn(engine)`` on a job thread and await its result.
+        """Run ``await fn(engine)`` as a task on this event loop and await its result.
 
         ``bypass_limit`` lets finals in even when the queue is full: a final segment must
         always get its translation. ``started`` is set when the job's first generation gets
         a sequence, so a caller can tell a waiting job (safe to supersede) from a running
         one. ``seq`` (from ``next_seq``) lets a replacement keep the queue position of the
         job it supersedes. ``client`` (default: ``client_identity``) is the fair-share key.
-        ``exclusive`` (tests only, never the server) runs ``fn`` with the raw
-        engine on the scheduler's thread while no generation runs
-        (``app/engine/sched/exclusive.py``).
         """
-        loop = asyncio.get_running_loop()
         broken = self.broken
         if broken is not None:
             raise SchedulerBrokenError(broken)
@@ -214,16 +233,12 @@ class EngineWorker:
                 self._job_ended(None)
                 self._refused("busy")
                 raise ServerBusyError(busy)
-        job: _Job[T] = _Job(
-            priority=priority, seq=next(self._seq) if seq is None else seq,
-            client=client or client_identity.get() or "anonymous", fn=fn, loop=loop,
-            future=loop.create_future(), cancel=cancel or threading.Event(), started=started,
-            exclusive=exclusive,
-        )
-        threading.Thread(target=self._run_job, args=(job,), name="engine-job",
-                         daemon=True).start()
+        job = _Job(priority=priority, seq=next(self._seq) if seq is None else seq,
+                   client=client or client_identity.get() or "anonymous",
+                   cancel=cancel or threading.Event(), started=started)
+        task = asyncio.ensure_future(self._run_job(job, fn))
         try:
-            return await asyncio.shield(job.future)
+            return await asyncio.shield(task)
         except asyncio.CancelledError:
             # The awaiting task went away (client disconnected, superseded, timed out): the
             # generation leaves the batch at the next step; a job that never started stops
@@ -231,30 +246,26 @@ class EngineWorker:
             job.cancel.set()
             self._uncount(job)
             # nobody awaits the result any more: consume it so asyncio does not warn
-            job.future.add_done_callback(lambda f: f.cancelled() or f.exception())
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
             raise
-
-    def _exclusive_call(self, job: _Job[Any]) -> Any:
-        self._mark_started(job)
-        return job.fn(self.engine)
 
     def _refused(self, reason: str) -> None:
         if self.on_refuse is not None:
             self.on_refuse(reason)
 
-    def _mark_started(self, job: _Job[Any]) -> None:
+    def _mark_started(self, job: _Job) -> None:
         job.started_at = time.perf_counter()
         self._uncount(job)
         if job.started is not None:
             job.started.set()
 
-    def _uncount(self, job: _Job[Any]) -> None:
+    def _uncount(self, job: _Job) -> None:
         with self._lock:
             if job.counted:
                 job.counted = False
                 self._pending -= 1
 
-    def _job_ended(self, job: _Job[Any] | None) -> None:
+    def _job_ended(self, job: _Job | None) -> None:
         with self._lock:
             if job is None:
                 self._pending -= 1
@@ -264,24 +275,20 @@ class EngineWorker:
             self._running -= 1
             self._idle.notify_all()
 
-    def _run_job(self, job: _Job[Any]) -> None:
+    async def _run_job(self, job: _Job, fn: Job[T]) -> T:
         try:
-            if job.cancel.is_set() or job.future.cancelled():
+            if job.cancel.is_set():
                 raise JobCancelledError("cancelled before it started")
-            if job.exclusive:
-                result = self.scheduler.run_exclusive(lambda: self._exclusive_call(job))
-            else:
-                result = job.fn(ScheduledEngine(self, job))
-        except BaseException as exc:  # noqa: BLE001 - forwarded to the awaiting task
+            return await fn(ScheduledEngine(self, job))
+        except Exception as exc:
             if not isinstance(exc, CALLER_ERRORS) and not was_logged(exc):
                 log.exception("engine job failed")
                 mark_logged(exc)
-            # the counts first: whoever awaits the job sees it gone from depth and drain
+            raise
+        finally:
+            # the counts before the result: whoever awaits the job sees it gone from
+            # depth and drain
             self._job_ended(job)
-            self._resolve(job, exc=exc)
-        else:
-            self._job_ended(job)
-            self._resolve(job, result=result)
 
     def next_seq(self) -> int:
         """A queue position, for callers that want to keep one across resubmissions."""
@@ -302,26 +309,12 @@ class EngineWorker:
                 self._idle.wait(left)
         return True
 
-    def shutdown(self, timeout: float = 30.0) -> None:
+    async def shutdown(self, timeout: float = 30.0) -> None:
         """Take no more work, let accepted jobs finish (finals first: they rank first) for
-        up to ``timeout`` seconds, then stop the scheduler."""
+        up to ``timeout`` seconds, then stop the scheduler. Awaited on the event loop the
+        jobs run on: they go on while a helper thread waits for them."""
         self.stop_accepting()
-        if not self.drain(timeout):
+        if not await asyncio.to_thread(self.drain, timeout):
             log.warning("shutdown: %d engine jobs unfinished after %.0f s", self._running,
                         timeout)
-        self.scheduler.stop()
-
-    @staticmethod
-    def _resolve(job: _Job[Any], result: Any = None, exc: BaseException | None = None) -> None:
-        def _set() -> None:
-            if job.future.done():
-                return
-            if exc is not None:
-                job.future.set_exception(exc)
-            else:
-                job.future.set_result(result)
-
-        try:
-            job.loop.call_soon_threadsafe(_set)
-        except RuntimeError:  # the event loop is closed (shutdown)
-            pass
+        await asyncio.to_thread(self.scheduler.stop)

@@ -1,7 +1,7 @@
 """The translation backend seam: what the translator needs from a model, and nothing more.
 
-``app.translation.translator`` runs one update as a *job*: a function of a
-``TranslationBackend`` that tokenizes the prompt and the draft, asks for one generation
+``app.translation.translator`` runs one update as a *job*: a coroutine function of a
+``TranslationBackend`` that tokenizes the prompt and the draft, awaits one generation
 (or two, when a bad final is translated again), and judges the result. A
 ``BackendRunner`` runs such jobs where the model lives and awaits them from the event loop.
 
@@ -11,7 +11,9 @@ What a backend provides:
   our own prompt parts with ``special=True``), ``detokenize`` (a viewer's masked text, the
   glossary drafters) and ``token_bytes`` (one token's bytes: is it sentence-final
   punctuation, which the draft's end leaves unbiased);
-* **a batched generate/verify**: ``generate(GenerationRequest) -> GenerationResult``. The
+* **a batched generate/verify**: ``await generate(GenerationRequest) -> GenerationResult``
+  (awaitable, so that a job waiting for the model holds no thread; a backend batches the
+  generations of concurrent jobs as it can). The
   request carries the prompt, the SSBD draft and its bias (``beta``, ``bias_limit``), the
   drafter chain and the bias of its proposals, the stops, the cancel flag and the streaming
   callback; the result carries the tokens and text, how it finished, the draft statistics
@@ -25,8 +27,10 @@ dataclasses, re-exported here as the seam's vocabulary, so that the llama.cpp en
 them without importing the core.
 
 llama.cpp is the first implementation (``app.translation.llama_backend``: ``LlamaBackend``
-over the step engine's per-job ``ScheduledEngine`` or the benchmarks' ``Engine``, and
-``LlamaRunner`` over the ``EngineWorker``). Another backend (a CTranslate2 NLLB or Marian
+over the step engine's per-job ``ScheduledEngine``, ``StandaloneLlamaBackend`` over the
+benchmarks' ``Engine``, and ``LlamaRunner`` over the ``EngineWorker``). ``run_to_end``
+runs a job over a backend that never suspends (the standalone one) without an event
+loop, for the evaluation's synchronous code. Another backend (a CTranslate2 NLLB or Marian
 model, a remote OpenAI-compatible server) implements these two protocols and is handed to
 ``Translator`` by the composition root (``app/server.py``).
 """
@@ -34,23 +38,23 @@ model, a remote OpenAI-compatible server) implements these two protocols and is 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Protocol, TypeVar, runtime_checkable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from app.engine.generation import GenerationRequest, GenerationResult
 from app.engine.scheduler import PRIORITY_REQUEST
 
 __all__ = ["PRIORITY_REQUEST", "BackendRunner", "GenerationRequest", "GenerationResult",
-           "TranslationBackend"]
+           "TranslationBackend", "run_to_end"]
 
 T = TypeVar("T")
 
 
 @runtime_checkable
 class TranslationBackend(Protocol):
-    """A model as the translator uses it (see the module's docstring). Called from one job
-    thread at a time per job; ``tokenize``/``detokenize``/``token_bytes`` may be called
-    from any thread."""
+    """A model as the translator uses it (see the module's docstring). A job awaits one
+    ``generate`` at a time; ``tokenize``/``detokenize``/``token_bytes`` may be called from
+    any thread."""
 
     def tokenize(self, text: str, add_bos: bool = False, special: bool = False) -> list[int]:
         """Token ids of ``text``; ``special`` parses special-token text (``<eos>``)."""
@@ -64,14 +68,14 @@ class TranslationBackend(Protocol):
         """The bytes of one token (a piece may be part of a UTF-8 character)."""
         ...
 
-    def generate(self, req: GenerationRequest) -> GenerationResult:
-        """One generation: prompt in, draft verified with its bias, tokens out (blocks)."""
+    async def generate(self, req: GenerationRequest) -> GenerationResult:
+        """One generation: prompt in, draft verified with its bias, tokens out."""
         ...
 
 
 class BackendRunner(Protocol):
-    """Runs translation jobs (functions of a ``TranslationBackend``) where the model lives,
-    and awaits them on the event loop.
+    """Runs translation jobs (coroutine functions of a ``TranslationBackend``) where the
+    model lives, and awaits them on the event loop.
 
     ``priority``: the engine's ranks (``app.engine.scheduler``: finals, partials,
     requests). ``cancel`` ends the job's generation (the client went away, a newer partial
@@ -80,8 +84,20 @@ class BackendRunner(Protocol):
     the job this one supersedes (``next_seq``).
     """
 
-    async def run(self, job: Callable[[TranslationBackend], T], *,
+    async def run(self, job: Callable[[TranslationBackend], Awaitable[T]], *,
                   priority: int = PRIORITY_REQUEST, cancel: threading.Event | None = None,
                   bypass_limit: bool = False, started: threading.Event | None = None,
                   queue_seq: int | None = None) -> T:
         ...
+
+
+def run_to_end(job: Coroutine[Any, Any, T]) -> T:
+    """The value of ``job``, a coroutine over a backend that never suspends (its
+    ``generate`` computes on the calling thread: ``StandaloneLlamaBackend``), run here
+    without an event loop. A job that does suspend is a misuse: it is closed and refused."""
+    try:
+        job.send(None)
+    except StopIteration as done:
+        return done.value
+    job.close()
+    raise RuntimeError("the job waited for its backend: run it on a BackendRunner")

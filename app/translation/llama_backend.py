@@ -1,17 +1,19 @@
 """llama.cpp behind the translation backend seam (``app.translation.backend``).
 
-``LlamaBackend`` adapts an engine as a job sees it: the server's per-job
-``ScheduledEngine`` (``app.engine.worker``: its ``generate`` files the generation with the
-step scheduler and blocks until it is done) or the benchmarks' ``Engine`` (one generation
-alone, on the caller's thread). Tokens come from the engine's runtime (``LlamaRuntime``,
-whose vocabulary is thread-safe). ``LlamaRunner`` runs translation jobs on the
-``EngineWorker``: each job gets a ``LlamaBackend`` over its ``ScheduledEngine``.
+``LlamaBackend`` adapts the server's per-job ``ScheduledEngine`` (``app.engine.worker``):
+its ``generate`` files the generation with the step scheduler and awaits the future the
+scheduler completes. ``StandaloneLlamaBackend`` adapts the benchmarks' ``Engine``: one
+generation alone, computed on the caller's thread inside ``generate`` (it never suspends,
+so ``run_to_end`` drives a job over it without an event loop). Tokens come from the
+engine's runtime (``LlamaRuntime``, whose vocabulary is thread-safe). ``LlamaRunner`` runs
+translation jobs on the ``EngineWorker``: each job gets a ``LlamaBackend`` over its
+``ScheduledEngine``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from app.engine.engine import Engine, GenerationRequest, GenerationResult
@@ -20,11 +22,10 @@ from app.engine.worker import PRIORITY_REQUEST, EngineWorker, ScheduledEngine
 T = TypeVar("T")
 
 
-class LlamaBackend:
-    """A ``TranslationBackend`` over a llama.cpp engine (scheduled or standalone)."""
+class _LlamaTokens:
+    """The token half of the seam, from the engine's runtime."""
 
     def __init__(self, engine: ScheduledEngine | Engine) -> None:
-        self.engine = engine
         self.rt = engine.rt  # the runtime: tokens, vocabulary (drafters read it too)
 
     def tokenize(self, text: str, add_bos: bool = False, special: bool = False) -> list[int]:
@@ -36,23 +37,43 @@ class LlamaBackend:
     def token_bytes(self, token: int) -> bytes:
         return self.rt.token_bytes(token)
 
-    def generate(self, req: GenerationRequest) -> GenerationResult:
+
+class LlamaBackend(_LlamaTokens):
+    """A ``TranslationBackend`` over the step scheduler (the server's path)."""
+
+    def __init__(self, engine: ScheduledEngine) -> None:
+        super().__init__(engine)
+        self.engine = engine
+
+    async def generate(self, req: GenerationRequest) -> GenerationResult:
+        return await self.engine.generate(req)
+
+
+class StandaloneLlamaBackend(_LlamaTokens):
+    """A ``TranslationBackend`` over a bare ``Engine`` (benchmarks, evaluation, tests):
+    each generation runs alone, at once, on the calling thread."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self.engine = engine
+
+    async def generate(self, req: GenerationRequest) -> GenerationResult:
         return self.engine.generate(req)
 
 
 class LlamaRunner:
-    """A ``BackendRunner`` on the ``EngineWorker``: a job runs on a thread of its own and
+    """A ``BackendRunner`` on the ``EngineWorker``: a job is a task on the event loop and
     its generations join the step scheduler's batched forward passes."""
 
     def __init__(self, worker: EngineWorker) -> None:
         self.worker = worker
 
-    async def run(self, job: Callable[[LlamaBackend], T], *,
+    async def run(self, job: Callable[[LlamaBackend], Awaitable[T]], *,
                   priority: int = PRIORITY_REQUEST, cancel: threading.Event | None = None,
                   bypass_limit: bool = False, started: threading.Event | None = None,
                   queue_seq: int | None = None) -> T:
-        def on_engine(engine: ScheduledEngine) -> T:
-            return job(LlamaBackend(engine))
+        async def on_engine(engine: ScheduledEngine) -> T:
+            return await job(LlamaBackend(engine))
 
         return await self.worker.submit(on_engine, priority=priority, cancel=cancel,
                                         bypass_limit=bypass_limit, started=started,

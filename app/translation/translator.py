@@ -8,8 +8,9 @@ computed here too: the viewer's text omits the last ``mask_k`` tokens of a non-f
 translation, while the draft keeps them.
 
 The path, one name per step: ``Translator.translate`` (the event loop: session, prompt,
-draft plan) -> ``BackendRunner.run`` (where the model lives) -> ``run_update`` (on the
-job's thread: tokens, generation, verdict, retry) -> ``TranslationBackend.generate``. The
+draft plan) -> ``BackendRunner.run`` (where the model lives) -> ``run_update`` (the job, a
+task on the event loop: tokens, generation, verdict, retry) -> ``await
+TranslationBackend.generate`` (a future the model's scheduler completes). The
 backend is a protocol (``app.translation.backend``); llama.cpp is its first
 implementation (``app.translation.llama_backend``).
 """
@@ -184,7 +185,8 @@ class UpdateOutcome:
     missed: list[str] = field(default_factory=list)  # ... whose target term is not out
 
 
-def _generate(backend: TranslationBackend, prompt: TranslationPrompt, opts: TranslateOptions,
+async def _generate(backend: TranslationBackend, prompt: TranslationPrompt,
+                    opts: TranslateOptions,
               beta: float, draft: list[int], bias_limit: int, chain: object | None,
               cancel: threading.Event | None,
               on_text: Callable[[str], None] | None,
@@ -192,7 +194,7 @@ def _generate(backend: TranslationBackend, prompt: TranslationPrompt, opts: Tran
     stops = tuple(prompt.stop_strings)
     if prompt.stop_at_newline:
         stops += ("\n",)
-    return backend.generate(GenerationRequest(
+    return await backend.generate(GenerationRequest(
         prompt_tokens=tokenize_prompt(prompt, backend.tokenize),
         max_tokens=min(opts.max_tokens, translation_token_cap(backend, prompt.source)),
         stop_strings=stops,
@@ -212,7 +214,7 @@ def _generate(backend: TranslationBackend, prompt: TranslationPrompt, opts: Tran
     ))
 
 
-def run_update(
+async def run_update(
     backend: TranslationBackend,
     prompt: TranslationPrompt,
     opts: TranslateOptions,
@@ -230,8 +232,9 @@ def run_update(
     terms: list[Term] | None = None,
     term_prompt: Callable[[list[str]], TranslationPrompt] | None = None,
 ) -> UpdateOutcome:
-    """One update on the backend, on the job's thread: the exact code path of the server
-    (``Translator.translate``'s job) and of the benchmarks.
+    """One update on the backend, as a job: the exact code path of the server
+    (``Translator.translate``'s job, a task on the event loop awaiting the step scheduler)
+    and of the benchmarks (a ``StandaloneLlamaBackend``, driven by ``run_to_end``).
 
     ``examples`` are the prompt's example pairs (for the leakage detector); ``retry_prompt``
     is the stronger prompt a pathological final is translated again with, from scratch
@@ -268,8 +271,8 @@ def run_update(
             [t.target for t in terms], _no_bos(backend), backend.detokenize)],
             opts.draft_budget)
         drafter_beta = {GlossaryContinuation.name: GLOSSARY_BETA}
-    result = _generate(backend, prompt, opts, update_beta(opts, is_final), draft, bias_limit,
-                       chain, cancel, on_text, drafter_beta)
+    result = await _generate(backend, prompt, opts, update_beta(opts, is_final), draft,
+                             bias_limit, chain, cancel, on_text, drafter_beta)
     cap = translation_token_cap(backend, prompt.source)
     pathology = diagnose_output(result, prompt.source, opts, examples, cap)
     retried, retry_ms, cut = None, 0.0, False
@@ -277,8 +280,8 @@ def run_update(
     repairable = is_final and on_text is None and result.finish_reason != "cancelled"
     if repairable and pathology and opts.final_retry and retry_prompt is not None:
         retried = pathology
-        result, pathology, retry_ms = _retry(backend, result, pathology, prompt.source, opts,
-                                             examples, retry_prompt, cancel, cap)
+        result, pathology, retry_ms = await _retry(backend, result, pathology, prompt.source,
+                                                   opts, examples, retry_prompt, cancel, cap)
     if repairable and pathology == "loop" and opts.final_retry:
         result, cut = cut_loop(result, ran_away(result, opts, cap))
     missing = missed(terms, result.text)
@@ -292,7 +295,7 @@ def run_update(
         attempts = [(term_prompt(missing), False)] if term_prompt is not None else []
         attempts.append((retry_prompt or prompt, True))
         for attempt, propose_start in attempts:
-            repaired, still, extra_ms = _repair_terms(
+            repaired, still, extra_ms = await _repair_terms(
                 backend, result, attempt, opts, terms, missing, examples, cancel, cap,
                 propose_start=propose_start)
             retry_ms += extra_ms
@@ -325,11 +328,11 @@ def with_glossary(chain: object | None, drafters: list[object], budget: int) -> 
     return DrafterChain([*drafters, *base], budget=getattr(chain, "budget", budget))
 
 
-def _repair_terms(backend: TranslationBackend, first: GenerationResult, prompt: TranslationPrompt,
-                  opts: TranslateOptions, terms: list[Term],
-                  missing: list[str], examples: list[tuple[str, str]] | None,
-                  cancel: threading.Event | None, cap: int,
-                  propose_start: bool = True) -> tuple[GenerationResult, list[str], float]:
+async def _repair_terms(backend: TranslationBackend, first: GenerationResult,
+                        prompt: TranslationPrompt, opts: TranslateOptions, terms: list[Term],
+                        missing: list[str], examples: list[tuple[str, str]] | None,
+                        cancel: threading.Event | None, cap: int,
+                        propose_start: bool = True) -> tuple[GenerationResult, list[str], float]:
     """A final that missed glossary terms, decoded once more with ``prompt`` (the stronger
     retry prompt, where there is one): from scratch, unbiased except for the terms, which
     are proposed wherever the model may begin them (``GlossaryStart``) and completed once
@@ -341,7 +344,7 @@ def _repair_terms(backend: TranslationBackend, first: GenerationResult, prompt: 
     if propose_start:
         drafters.append(GlossaryStart(wanted, _no_bos(backend), backend.detokenize))
     chain = DrafterChain(drafters, budget=opts.draft_budget)
-    again = _generate(backend, prompt, opts, 0.0, [], 0, chain, cancel, None,
+    again = await _generate(backend, prompt, opts, 0.0, [], 0, chain, cancel, None,
                       {GlossaryContinuation.name: GLOSSARY_BETA,
                        GlossaryStart.name: GLOSSARY_START_BETA})
     still = missed(terms, again.text)
@@ -357,10 +360,11 @@ def _repair_terms(backend: TranslationBackend, first: GenerationResult, prompt: 
     return first, missing, again.decode_ms
 
 
-def _retry(backend: TranslationBackend, first: GenerationResult, pathology: str, source: str,
-           opts: TranslateOptions, examples: list[tuple[str, str]] | None,
-           retry_prompt: TranslationPrompt, cancel: threading.Event | None,
-           cap: int) -> tuple[GenerationResult, str | None, float]:
+async def _retry(backend: TranslationBackend, first: GenerationResult, pathology: str,
+                 source: str, opts: TranslateOptions,
+                 examples: list[tuple[str, str]] | None, retry_prompt: TranslationPrompt,
+                 cancel: threading.Event | None,
+                 cap: int) -> tuple[GenerationResult, str | None, float]:
     """A pathological final translated once more: from scratch (no draft, no drafters),
     verified without bias, with the stronger prompt. Returns the result to keep, its
     pathology and what the retry cost.
@@ -368,7 +372,7 @@ def _retry(backend: TranslationBackend, first: GenerationResult, pathology: str,
     The retry's answer replaces the first only when it is clean, not empty and not
     cancelled; the kept result carries the decode time and forward passes of both attempts.
     """
-    again = _generate(backend, retry_prompt, opts, 0.0, [], 0, None, cancel, None)
+    again = await _generate(backend, retry_prompt, opts, 0.0, [], 0, None, cancel, None)
     verdict = diagnose_output(again, source, opts, examples, cap)
     if verdict is None and again.text.strip() and again.finish_reason != "cancelled":
         again.decode_ms += first.decode_ms
@@ -531,8 +535,8 @@ class Translator:
             prompt, retry_prompt, terms, examples = p.prompt, p.retry, p.terms, p.examples
             chain = self._chain(opts)
 
-            def job(backend: TranslationBackend) -> UpdateOutcome:
-                return run_update(
+            async def job(backend: TranslationBackend) -> UpdateOutcome:
+                return await run_update(
                     backend, prompt, opts, final,
                     draft_tokens=plan.tokens if prediction is None else None,
                     draft_text=prediction, chain=chain, cancel=cancel, on_text=on_text,
@@ -592,10 +596,10 @@ class Translator:
         """A plain chat completion on the loaded model (no ``target_lang``)."""
         prompt = self.chat_renderer(messages)
 
-        def job(backend: TranslationBackend) -> GenerationResult:
+        async def job(backend: TranslationBackend) -> GenerationResult:
             tokens = tokenize_prompt(prompt, backend.tokenize)
             draft = backend.tokenize(prediction, add_bos=False) if prediction else []
-            return backend.generate(GenerationRequest(
+            return await backend.generate(GenerationRequest(
                 prompt_tokens=tokens, max_tokens=max_tokens,
                 stop_strings=tuple(prompt.stop_strings), client_stops=tuple(stop),
                 draft=draft, beta=0.0,

@@ -5,7 +5,5 @@
   no thread, no lock.
 - ``driver``: ``StepScheduler``, the thread that drives the policy and the engine, under a
   supervisor (restarts, the broken state).
-- ``exclusive``: ``ExclusiveScheduler``, a driver that also runs exclusive calls (tests
-  only).
 - ``errors``: the errors jobs see, and the "already logged" mark.
 """

@@ -49,7 +49,7 @@ class StepScheduler:
         self.steps = 0
         self.restarts = 0
         self.busy_since: float | None = None
-        self._rounds = 0  # loop rounds completed (a step, or a subclass's idle call)
+        self._rounds = 0  # loop rounds completed (a forward pass each)
         self._broken: str | None = None
         self._cond = threading.Condition()  # lock order: app/engine/__init__.py
         self._stopping = False
@@ -83,22 +83,27 @@ class StepScheduler:
 
     # -- callers ---------------------------------------------------------------------------
     def submit(self, gen: SequenceGeneration, *, priority: int, client: str, order: int,
-               cancel: threading.Event, on_admit: Callable[[], None] | None = None) -> Ticket:
+               cancel: threading.Event, on_admit: Callable[[], None] | None = None,
+               on_done: Callable[[Ticket], None] | None = None) -> Ticket:
+        """File ``gen``; ``on_done(ticket)`` is called once it is finished (on the
+        scheduler's thread, or on this one when the scheduler takes no more work)."""
         ticket = Ticket(gen=gen, priority=priority, client=client, order=order, cancel=cancel,
-                        on_admit=on_admit)
+                        on_admit=on_admit, on_done=on_done)
         with self._cond:
             if self._stopping or self._broken is not None:
                 if self._broken is not None:
                     ticket.error = self._broken_error()
                 gen.fail("cancelled" if ticket.error is None else "error")
-                ticket.done.set()
+                self._finish(ticket)
                 return ticket
             self.policy.add(ticket)
             self._cond.notify()
         return ticket
 
     def run(self, ticket: Ticket) -> GenerationResult:
-        """Block until ``ticket`` is finished; its result (or its error, raised)."""
+        """Block until ``ticket`` is finished; its result (or its error, raised). For
+        callers on a thread of their own (the scheduler's tests); the server's jobs await
+        ``on_done`` instead (``app.engine.worker``)."""
         self._wait(ticket.done)
         if ticket.error is not None:
             raise ticket.error
@@ -133,24 +138,6 @@ class StepScheduler:
         while not done.wait(1.0):
             if not self._thread.is_alive():
                 self._break(self.broken or "the scheduler thread is not running")
-
-    # -- what a subclass may add between passes (app.engine.sched.exclusive) ---------------
-    def _has_idle_work(self) -> bool:
-        """Work besides generations that wakes the loop (called under ``_cond``)."""
-        return False
-
-    def _holding(self) -> bool:
-        """Whether admissions are held (called under ``_cond``)."""
-        return False
-
-    def _take_idle_work(self) -> Callable[[], None] | None:
-        """Something to run on this thread while no generation runs (under ``_cond``; it
-        runs outside it and counts as a round)."""
-        return None
-
-    def _end_idle_work(self, error: Callable[[], BaseException]) -> None:
-        """End whatever ``_take_idle_work`` would have run, with ``error()`` each (under
-        ``_cond``; the scheduler stops or broke)."""
 
     # -- the supervisor --------------------------------------------------------------------
     def _run(self) -> None:
@@ -211,7 +198,7 @@ class StepScheduler:
 
     def _break(self, reason: str) -> None:
         """The thread cannot continue: say why from now on (``broken``, /health) and end
-        every waiting, running and idle job with an error naming it."""
+        every waiting and running job with an error naming it."""
         with self._cond:
             if self._broken is None:
                 self._broken = reason
@@ -219,7 +206,6 @@ class StepScheduler:
                 self.policy.abort("error", error=self._broken_error)
             finally:
                 self._hand_back()
-            self._end_idle_work(self._broken_error)
             self.busy_since = None
 
     def _broken_error(self) -> SchedulerBrokenError:
@@ -232,13 +218,24 @@ class StepScheduler:
     def _hand_back(self) -> None:
         """Wake the waiters of every ticket the policy handed back (under ``_cond``)."""
         for t in self.policy.take_finished():
-            t.done.set()
+            self._finish(t)
+
+    @staticmethod
+    def _finish(ticket: Ticket) -> None:
+        """Tell ``ticket``'s waiters it is finished: its event, and its callback (which
+        must not block: it hands the news to another thread or loop)."""
+        ticket.done.set()
+        if ticket.on_done is not None:
+            try:
+                ticket.on_done(ticket)
+            except Exception:  # noqa: BLE001 - one waiter's failure is not the scheduler's
+                log.exception("a finished generation's callback failed")
 
     # -- the loop --------------------------------------------------------------------------
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not (self.policy.has_work or self._has_idle_work() or self._stopping):
+                while not (self.policy.has_work or self._stopping):
                     self.busy_since = None
                     self._cond.wait()
                 if self._stopping:
@@ -247,17 +244,12 @@ class StepScheduler:
                 if self.busy_since is None:
                     self.busy_since = time.perf_counter()
                 try:
-                    plan = self.policy.plan(admit=not self._holding())
+                    plan = self.policy.plan()
                 finally:
                     self._hand_back()
-                # nothing runs (a held plan's batch is empty only then): idle work's turn
-                idle = self._take_idle_work() if not plan.batch else None
-            if idle is not None:
-                idle()
-            elif plan.batch:
-                self._step(plan)
-            else:
+            if not plan.batch:
                 continue
+            self._step(plan)
             self._rounds += 1
 
     def _stop_everything(self) -> None:
@@ -265,7 +257,6 @@ class StepScheduler:
             self.policy.abort("cancelled")
         finally:
             self._hand_back()
-        self._end_idle_work(lambda: RuntimeError("the scheduler has stopped"))
 
     def _step(self, plan: StepPlan) -> None:
         """One forward pass over ``plan``, then hand back what finished (or failed)."""

@@ -17,8 +17,8 @@ _LOGGED = "__livetrans_logged__"
 
 
 def mark_logged(exc: BaseException) -> None:
-    """Remember that ``exc``'s traceback is in the log (job threads and the HTTP layer then
-    skip it: one failure, one traceback)."""
+    """Remember that ``exc``'s traceback is in the log (the engine worker and the HTTP
+    layer then skip it: one failure, one traceback)."""
     try:
         setattr(exc, _LOGGED, True)
     except AttributeError:  # an exception type without a __dict__

@@ -69,7 +69,9 @@ def rank_of(priority: int) -> int:
 @dataclass(eq=False)
 class Ticket:
     """One generation's place in the scheduler. The policy reads ``cancel`` and never
-    touches ``done``: the driver sets it when the policy hands the ticket back."""
+    touches ``done`` or ``on_done``: the driver sets the one and calls the other (on its
+    thread) when the policy hands the ticket back. ``on_done`` is how an awaiting job
+    learns it: the engine worker resolves the job's future on its event loop from it."""
 
     gen: SequenceGeneration
     priority: int
@@ -81,6 +83,7 @@ class Ticket:
     admitted_at: float | None = None
     ever_admitted: bool = False
     done: threading.Event = field(default_factory=threading.Event)
+    on_done: Callable[[Ticket], None] | None = None
     error: BaseException | None = None
 
     @property
@@ -179,12 +182,11 @@ class StepPolicy:
         return out
 
     # -- one pass --------------------------------------------------------------------------
-    def plan(self, admit: bool = True) -> StepPlan:
-        """The next pass. ``admit=False`` holds admissions (only the running go on)."""
+    def plan(self) -> StepPlan:
+        """The next pass: drop the cancelled, admit the waiting, shape the batch."""
         plan = StepPlan(budget=self.config.step_tokens, chunk=self.config.prefill_chunk)
         self._drop_cancelled(plan)
-        if admit:
-            self._admit(plan)
+        self._admit(plan)
         plan.batch = self._shape(sorted(self.active, key=lambda t: (
             t.rank, t.gen.phase is not Phase.DECODE, t.order)))
         return plan

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 
 import httpx
@@ -14,6 +13,7 @@ import pytest
 import websockets
 
 from tests.conftest import LiveServer
+from tests.engine_hold import EngineHold
 
 BODY = {"model": "default", "target_lang": "de", "max_tokens": 4,
         "messages": [{"role": "user", "content": "Good morning."}]}
@@ -47,11 +47,9 @@ def test_live_sessions_beyond_the_limit_are_refused_with_busy(server) -> None:
 
 
 def test_requests_are_refused_while_queued_work_waits_too_long(server) -> None:
-    worker = server.app.state.livetrans.worker
-    gate = threading.Event()
-    blocker = threading.Thread(target=lambda: asyncio.run(worker.submit(
-        lambda _e: gate.wait(30), exclusive=True)), daemon=True)
-    blocker.start()
+    hold = EngineHold(server.app.state.livetrans.worker)
+    hold.start()
+    gate = hold.gate
     try:
         async def main() -> tuple[httpx.Response, httpx.Response]:
             async with httpx.AsyncClient(timeout=60) as client:

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.conftest import LiveServer
+from tests.engine_hold import EngineHold
 
 BODY = {"model": "default", "target_lang": "de",
         "messages": [{"role": "user", "content": "Good morning."}]}
@@ -22,13 +23,10 @@ def small_server():
 
 
 def _block(server) -> threading.Event:
-    gate = threading.Event()
-    worker = server.app.state.livetrans.worker
-    # holds the engine until released (at most 30 s)
-    threading.Thread(target=lambda: asyncio.run(worker.submit(lambda _e: gate.wait(30),
-                                                              exclusive=True)),
-                     daemon=True).start()
-    return gate
+    """Holds the engine (in one pass) until the returned event is set (at most 60 s)."""
+    hold = EngineHold(server.app.state.livetrans.worker)
+    hold.start()
+    return hold.gate
 
 
 def test_queue_timeout_and_queue_full_are_429(small_server) -> None:

@@ -134,8 +134,8 @@ def _add(policy: StepPolicy, priority: int = PRIORITY_REQUEST, client: str = "a"
     return ticket
 
 
-def _pass(policy: StepPolicy, admit: bool = True) -> StepPlan:
-    plan = policy.plan(admit=admit)
+def _pass(policy: StepPolicy) -> StepPlan:
+    plan = policy.plan()
     policy.engine.step(plan)
     policy.update(plan)
     return plan
@@ -344,15 +344,6 @@ def test_a_failure_handing_a_generation_back_fails_that_generation_only():
     assert lucky.error is None
     assert set(policy.take_finished()) == {unlucky, lucky}
     assert policy.engine.slots.free == 2
-
-
-def test_held_admissions_let_only_the_running_go_on():
-    policy = _policy(n_seq=2)
-    running = _add(policy, client="a", tokens=3)
-    _pass(policy)
-    waiting = _add(policy, client="b")
-    plan = policy.plan(admit=False)
-    assert plan.batch == [running] and plan.admitted == [] and policy.waiting == [waiting]
 
 
 def test_reset_requeues_the_running_and_frees_every_sequence():

@@ -19,7 +19,6 @@ import pytest
 from app.engine.engine import Engine, GenerationRequest
 from app.engine.scheduler import (
     PRIORITY_REQUEST,
-    ExclusiveScheduler,
     GenerationFailedError,
     SchedulerBrokenError,
     SchedulerConfig,
@@ -190,15 +189,13 @@ def test_a_failure_handing_a_generation_back_fails_that_job_only():
 
 def test_a_loop_that_keeps_failing_breaks_the_scheduler_and_ends_every_job():
     restarts: list[str] = []
-    sched = ExclusiveScheduler(_engine(n_seq=1), FAST, on_step=_always(Boom),
-                               on_restart=restarts.append)
+    sched = StepScheduler(_engine(n_seq=1), FAST, on_step=_always(Boom),
+                          on_restart=restarts.append)
     try:
         running = _submit(sched, _request([2, 2, 2]), order=0)
         waiting = _submit(sched, _request([3, 3, 3]), order=1)
         errors = [_outcome(sched, running), _outcome(sched, waiting)]
         later = _outcome(sched, _submit(sched, _request(), order=2))
-        with pytest.raises(SchedulerBrokenError):
-            sched.run_exclusive(lambda: None)
     finally:
         sched.stop()
     for exc in [*errors, later]:
@@ -226,16 +223,19 @@ def test_a_broken_worker_refuses_jobs_at_once_and_logs_the_cause_once(caplog):
     worker = EngineWorker(engine, scheduler=FAST, on_step=_always(Boom))
     req = _request()
 
+    async def generate(e):  # noqa: ANN001, ANN202
+        return await e.generate(req)
+
     async def main() -> tuple[BaseException, BaseException]:
         with pytest.raises(SchedulerBrokenError) as waited:
-            await worker.submit(lambda e: e.generate(req))
+            await worker.submit(generate)
         with pytest.raises(SchedulerBrokenError) as refused:
-            await worker.submit(lambda e: e.generate(req))
+            await worker.submit(generate)
+        await worker.shutdown(timeout=5)
         return waited.value, refused.value
 
     with caplog.at_level(logging.ERROR):
         waited, refused = asyncio.run(asyncio.wait_for(main(), WAIT_S))
-    worker.shutdown(timeout=5)
     assert worker.broken is not None and str(refused) == worker.broken == str(waited)
     assert worker.depth == 0
     assert _errors(caplog, "livetrans.worker") == []  # the scheduler logged it

@@ -88,14 +88,17 @@ def test_tokenize_and_detokenize_from_threads_while_the_scheduler_generates(engi
 
     async def main() -> tuple[GenerationResult, list[BaseException]]:
         errors = asyncio.get_running_loop().run_in_executor(None, tokenizer_threads)
-        result = await worker.submit(lambda e: e.generate(GenerationRequest(
-            prompt_tokens=prompt, max_tokens=24, stop_strings=("\n",))))
+        async def generate(e):  # noqa: ANN001, ANN202
+            return await e.generate(GenerationRequest(
+                prompt_tokens=prompt, max_tokens=24, stop_strings=("\n",)))
+
+        try:
+            result = await worker.submit(generate)
+        finally:
+            await worker.shutdown(timeout=10)
         return result, await errors
 
-    try:
-        result, errors = asyncio.run(main())
-    finally:
-        worker.shutdown(timeout=10)
+    result, errors = asyncio.run(main())
     assert errors == []
     # the scheduler thread streamed the text from pieces fetched while the others hammered
     reference = load_vocab()

@@ -16,6 +16,7 @@ from app.engine.worker import (
     QueueFullError,
 )
 from app.translation.prompts import FewShotFormat
+from tests.engine_hold import EngineHold
 
 
 def _request(rt, source: str = "Good morning, everyone.") -> GenerationRequest:
@@ -23,46 +24,79 @@ def _request(rt, source: str = "Good morning, everyone.") -> GenerationRequest:
     return GenerationRequest(prompt_tokens=prompt, max_tokens=16, stop_strings=("\n",))
 
 
+def _value(value: object):  # noqa: ANN202 - a job
+    async def job(_engine) -> object:  # noqa: ANN001
+        return value
+    return job
+
+
 def test_queue_bound_counts_waiting_jobs_and_finals_bypass_it() -> None:
     worker = EngineWorker(engine=object(), max_queue=2)  # type: ignore[arg-type]
-    gate = threading.Event()
 
     async def main() -> None:
-        held = [asyncio.create_task(worker.submit(lambda _e: gate.wait(10))) for _ in range(2)]
+        gate = asyncio.Event()
+
+        async def wait(_engine) -> None:  # noqa: ANN001
+            await asyncio.wait_for(gate.wait(), 10)
+
+        held = [asyncio.create_task(worker.submit(wait)) for _ in range(2)]
         await asyncio.sleep(0.05)
         with pytest.raises(QueueFullError):
-            await worker.submit(lambda _e: None)
-        final = asyncio.create_task(worker.submit(lambda _e: "final", priority=PRIORITY_FINAL,
+            await worker.submit(_value(None))
+        final = asyncio.create_task(worker.submit(_value("final"), priority=PRIORITY_FINAL,
                                                   bypass_limit=True))
         assert await final == "final"
         gate.set()
         await asyncio.gather(*held)
+        assert worker.depth == 0
+        await worker.shutdown(timeout=5)
 
     asyncio.run(main())
-    assert worker.depth == 0
-    worker.shutdown(timeout=5)
+
+
+def test_a_job_awaits_its_generation_without_a_thread_of_its_own(engine) -> None:
+    """Jobs are tasks on the event loop: many wait on the scheduler with no thread each."""
+    worker = EngineWorker(engine, max_queue=16)
+    req = _request(engine.rt)
+
+    async def main() -> list:
+        async def job(e) -> object:  # noqa: ANN001
+            return await e.generate(req)
+
+        before = threading.active_count()
+        tasks = [asyncio.create_task(worker.submit(job)) for _ in range(8)]
+        await asyncio.sleep(0.05)
+        threads_while_waiting = threading.active_count()
+        results = await asyncio.gather(*tasks)
+        await worker.shutdown(timeout=10)
+        assert threads_while_waiting == before
+        return results
+
+    results = asyncio.run(main())
+    assert len({r.text for r in results}) == 1 and results[0].text.strip()
 
 
 def test_a_job_cancelled_while_waiting_costs_no_forward_pass(engine) -> None:
     worker = EngineWorker(engine, max_queue=4)
-    gate = threading.Event()
-    passes = engine.forward_passes
     req = _request(engine.rt)
 
+    async def generate(e):  # noqa: ANN001, ANN202
+        return await e.generate(req)
+
     async def main() -> None:
-        blocker = asyncio.create_task(worker.submit(lambda _e: gate.wait(10), exclusive=True))
-        await asyncio.sleep(0.1)  # the engine is held
-        waiting = asyncio.create_task(worker.submit(lambda e: e.generate(req)))
+        hold = EngineHold(worker)
+        await asyncio.to_thread(hold.start)  # the engine is held, in the hold's own pass
+        passes = engine.forward_passes
+        waiting = asyncio.create_task(worker.submit(generate))
         await asyncio.sleep(0.1)
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
-        gate.set()
-        await blocker
+        await asyncio.to_thread(hold.release)
+        assert engine.forward_passes == passes + 1  # the hold's pass, and no other
+        await worker.shutdown(timeout=10)
 
     asyncio.run(main())
-    worker.shutdown(timeout=10)
-    assert engine.forward_passes == passes
 
 
 def test_cancel_flag_set_before_start_raises_job_cancelled(engine) -> None:
@@ -71,12 +105,15 @@ def test_cancel_flag_set_before_start_raises_job_cancelled(engine) -> None:
     cancel.set()
     req = _request(engine.rt)
 
+    async def generate(e):  # noqa: ANN001, ANN202
+        return await e.generate(req)
+
     async def main() -> None:
         with pytest.raises(JobCancelledError):
-            await worker.submit(lambda e: e.generate(req), cancel=cancel)
+            await worker.submit(generate, cancel=cancel)
+        await worker.shutdown(timeout=10)
 
     asyncio.run(main())
-    worker.shutdown(timeout=10)
 
 
 def test_awaiting_task_cancellation_sets_the_job_cancel_flag() -> None:
@@ -85,11 +122,11 @@ def test_awaiting_task_cancellation_sets_the_job_cancel_flag() -> None:
     worker = EngineWorker(engine=object(), max_queue=3)  # type: ignore[arg-type]
     cancel = threading.Event()
 
-    def run(_engine):
+    async def run(_engine) -> None:  # noqa: ANN001
         seen.set()
         deadline = time.monotonic() + 5
         while not cancel.is_set() and time.monotonic() < deadline:
-            time.sleep(0.01)
+            await asyncio.sleep(0.01)
         flag_seen.append(cancel.is_set())
 
     async def main() -> None:
@@ -98,9 +135,9 @@ def test_awaiting_task_cancellation_sets_the_job_cancel_flag() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        await worker.shutdown(timeout=5)
 
     asyncio.run(main())
-    worker.shutdown(timeout=5)
     assert flag_seen == [True]
 
 
@@ -112,8 +149,8 @@ def test_only_typed_input_errors_skip_the_traceback(caplog) -> None:
 
     worker = EngineWorker(engine=object(), max_queue=4)  # type: ignore[arg-type]
 
-    def raising(exc: BaseException):
-        def run(_engine):
+    def raising(exc: BaseException):  # noqa: ANN202
+        async def run(_engine):  # noqa: ANN001, ANN202
             raise exc
         return run
 
@@ -122,11 +159,11 @@ def test_only_typed_input_errors_skip_the_traceback(caplog) -> None:
             await worker.submit(raising(ValueError("seed must be non-negative")))
         with pytest.raises(ContextOverflowError) as caller:
             await worker.submit(raising(ContextOverflowError("prompt of 9000 tokens")))
+        await worker.shutdown(timeout=5)
         return bug.value, caller.value
 
     with caplog.at_level("ERROR", logger="livetrans.worker"):
         bug, caller = asyncio.run(main())
-    worker.shutdown(timeout=5)
     logged = [r for r in caplog.records if r.name == "livetrans.worker"]
     assert len(logged) == 1 and logged[0].exc_info and logged[0].exc_info[1] is bug
     assert was_logged(bug) and not was_logged(caller)
@@ -135,17 +172,17 @@ def test_only_typed_input_errors_skip_the_traceback(caplog) -> None:
 def test_shutdown_lets_accepted_work_finish_within_the_grace(engine) -> None:
     worker = EngineWorker(engine, max_queue=4)
     req = _request(engine.rt, "Thank you all for coming.")
-    results: list = []
 
-    def submit_and_keep() -> None:
-        results.append(asyncio.run(worker.submit(lambda e: e.generate(req),
-                                                  priority=PRIORITY_FINAL)))
+    async def generate(e):  # noqa: ANN001, ANN202
+        return await e.generate(req)
 
-    thread = threading.Thread(target=submit_and_keep)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while worker.scheduler.busy_since is None and time.monotonic() < deadline:
-        time.sleep(0.005)  # the final is accepted and running
-    worker.shutdown(timeout=60)
-    thread.join(5)
-    assert results and results[0].finish_reason != "cancelled" and results[0].text.strip()
+    async def main():  # noqa: ANN202
+        final = asyncio.create_task(worker.submit(generate, priority=PRIORITY_FINAL))
+        deadline = time.monotonic() + 10
+        while worker.scheduler.busy_since is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)  # the final is accepted and running
+        await worker.shutdown(timeout=60)
+        return await final
+
+    result = asyncio.run(main())
+    assert result.finish_reason != "cancelled" and result.text.strip()

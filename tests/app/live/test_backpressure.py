@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 import websockets
 
+from tests.engine_hold import EngineHold
 from tests.speech import ESPEAK, SENTENCES, talk
 
 needs_espeak = pytest.mark.skipif(ESPEAK is None, reason="Debian package 'espeak-ng' is "
@@ -164,7 +164,7 @@ def test_shutdown_answers_every_accepted_final_before_it_closes() -> None:
         config = server.server.config
         config.ws_ping_interval, config.ws_ping_timeout = PING_INTERVAL_S, PING_TIMEOUT_S
         loop = server.server.servers[0].get_loop()
-        gate = threading.Event()
+        hold = EngineHold(server.state.worker)
 
         async def main() -> tuple[list[int], list[dict], int | None]:
             msgs: list[dict] = []
@@ -172,9 +172,7 @@ def test_shutdown_answers_every_accepted_final_before_it_closes() -> None:
                 await ws.send(json.dumps(START))
                 assert json.loads(await ws.recv())["type"] == "ready"
                 reader = asyncio.create_task(_read_all(ws, msgs))
-                hold = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
-                    server.state.worker.submit(lambda _engine: gate.wait(60),
-                                               exclusive=True), loop))
+                await asyncio.to_thread(hold.start)
                 sent = list(range(20))
                 for segment in sent:
                     await ws.send(_final(segment))
@@ -185,14 +183,13 @@ def test_shutdown_answers_every_accepted_final_before_it_closes() -> None:
                 loop.call_soon_threadsafe(server.state.begin_shutdown)
                 async with asyncio.timeout(120):
                     await reader
-                gate.set()
-                await hold
+                await asyncio.to_thread(hold.release)
                 return sent, msgs, ws.close_code
 
         try:
             sent, msgs, code = asyncio.run(main())
         finally:
-            gate.set()
+            hold.gate.set()
     assert code == 1001 and msgs[-1] == {"type": "done"}
     _assert_every_final_answered_once(sent, msgs)
     assert {m["code"] for m in msgs if m["type"] == "error"} == {"shutting_down"}

@@ -9,6 +9,7 @@ import httpx
 import pytest
 import websockets
 
+from tests.engine_hold import EngineHold
 from tests.numerics import NEAR_TIE
 
 
@@ -91,7 +92,8 @@ def test_burst_of_partials_is_coalesced_and_the_final_arrives(live_server) -> No
     assert sum(c["final"] for c in captions) == 1 and captions[-1]["final"]
 
 
-def test_final_caption_equals_a_chat_completion_with_the_same_draft(live_server) -> None:
+def test_final_caption_equals_a_chat_completion_with_the_same_draft(live_server,
+                                                                   engine) -> None:  # noqa: ANN001
     partial, final = "Good morning and welcome to", "Good morning and welcome to the conference."
 
     async def main() -> list[dict]:
@@ -115,28 +117,23 @@ def test_final_caption_equals_a_chat_completion_with_the_same_draft(live_server)
     if http_text != final_caption["text"]:
         # Batch shapes (and so the last bits of the logits) depend on what the KV cache held;
         # the two may only part where the model's top two tokens are nearly tied.
-        assert first_difference_gap(live_server, final, http_text, final_caption["text"]) < NEAR_TIE
+        assert first_difference_gap(engine, final, http_text, final_caption["text"]) < NEAR_TIE
 
 
-def first_difference_gap(live_server, source: str, a: str, b: str) -> float:
-    """Top-2 logit gap at the first token where translations ``a`` and ``b`` differ."""
+def first_difference_gap(engine, source: str, a: str, b: str) -> float:  # noqa: ANN001
+    """Top-2 logit gap at the first token where translations ``a`` and ``b`` differ, on
+    the tests' own context of the same model (the server's belongs to its scheduler)."""
     from app.engine.verify import top2_gap
     from app.translation.prompts import FewShotFormat
 
-    worker = live_server.app.state.livetrans.worker
-
-    def job(engine) -> float:
-        rt = engine.rt
-        ta, tb = rt.tokenize(" " + a), rt.tokenize(" " + b)
-        i = next((k for k in range(min(len(ta), len(tb))) if ta[k] != tb[k]),
-                 min(len(ta), len(tb)))
-        prompt = rt.tokenize(FewShotFormat().translation(source, "en", "de").text,
-                             add_bos=True)
-        engine.truncate(0)
-        first, _ = engine.evaluate_prompt(prompt, ta[:i])
-        return top2_gap(engine.row(first + i))
-
-    return asyncio.run(worker.submit(job, exclusive=True))
+    rt = engine.rt
+    ta, tb = rt.tokenize(" " + a), rt.tokenize(" " + b)
+    i = next((k for k in range(min(len(ta), len(tb))) if ta[k] != tb[k]),
+             min(len(ta), len(tb)))
+    prompt = rt.tokenize(FewShotFormat().translation(source, "en", "de").text, add_bos=True)
+    engine.truncate(0)
+    first, _ = engine.evaluate_prompt(prompt, ta[:i])
+    return top2_gap(engine.row(first + i))
 
 
 @pytest.mark.parametrize("frame", [
@@ -179,14 +176,10 @@ def test_partial_for_a_finished_segment_is_an_error(live_server) -> None:
     assert sum(1 for m in msgs if m.get("final")) == 1
 
 
-def _engine_blocker(live_server):  # noqa: ANN202 - (Event, Thread)
-    """A thread that, once started, holds the engine until the returned event is set."""
-    import threading
-
-    worker = live_server.app.state.livetrans.worker
-    gate = threading.Event()
-    return gate, threading.Thread(target=lambda: asyncio.run(worker.submit(
-        lambda _engine: gate.wait(30), exclusive=True)), daemon=True)
+def _engine_blocker(live_server):  # noqa: ANN202 - (Event, EngineHold)
+    """A hold that, once started, keeps the engine in one pass until the event is set."""
+    hold = EngineHold(live_server.app.state.livetrans.worker)
+    return hold.gate, hold
 
 
 def test_a_final_is_not_held_up_by_its_connections_queued_partial(live_server) -> None:

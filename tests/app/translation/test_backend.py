@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from app.translation.backend import (
     BackendRunner,
     GenerationRequest,
     GenerationResult,
     TranslationBackend,
+    run_to_end,
 )
-from app.translation.llama_backend import LlamaBackend, LlamaRunner
+from app.translation.llama_backend import LlamaBackend, LlamaRunner, StandaloneLlamaBackend
 from app.translation.prompts import FewShotFormat
 from app.translation.sessions import Session, SessionStore
 from app.translation.translator import TranslateOptions, Translator, run_update
@@ -39,7 +42,7 @@ class CharBackend:
     def token_bytes(self, token: int) -> bytes:
         return chr(token).encode()
 
-    def generate(self, req: GenerationRequest) -> GenerationResult:
+    async def generate(self, req: GenerationRequest) -> GenerationResult:
         self.requests.append(req)
         out = self.tokenize(ANSWER)
         result = GenerationResult(tokens=out, text=ANSWER, finish_reason="stop",
@@ -61,7 +64,7 @@ class InlineRunner:
 
     async def run(self, job, **kwargs):  # noqa: ANN001, ANN003, ANN201
         self.calls.append(kwargs)
-        return job(self.backend)
+        return await job(self.backend)
 
 
 def test_a_backend_without_llama_satisfies_the_protocol() -> None:
@@ -71,29 +74,40 @@ def test_a_backend_without_llama_satisfies_the_protocol() -> None:
 
 
 def test_the_llama_adapters_are_the_first_implementation(engine) -> None:  # noqa: ANN001
-    backend = LlamaBackend(engine)
+    backend = StandaloneLlamaBackend(engine)
     assert isinstance(backend, TranslationBackend)
     assert backend.detokenize(backend.tokenize(" Hallo Welt.")) == " Hallo Welt."
-    out = run_update(backend, FewShotFormat().translation("Yes.", "en", "de"),
-                     TranslateOptions(target_lang="de"), True)
+    out = run_to_end(run_update(backend, FewShotFormat().translation("Yes.", "en", "de"),
+                                TranslateOptions(target_lang="de"), True))
     assert out.result.text.strip() and out.result.forward_passes > 0
 
 
 def test_the_llama_runner_hands_each_job_a_backend_over_its_engine(engine) -> None:  # noqa: ANN001
     class InlineWorker:  # ``EngineWorker.submit``, run inline on the test's engine
         async def submit(self, fn, **kwargs):  # noqa: ANN001, ANN003, ANN202
-            return fn(engine)
+            return await fn(engine)
 
-    seen = asyncio.run(LlamaRunner(InlineWorker()).run(lambda backend: backend))  # type: ignore[arg-type]
+    async def job(backend):  # noqa: ANN001, ANN202
+        return backend
+
+    seen = asyncio.run(LlamaRunner(InlineWorker()).run(job))  # type: ignore[arg-type]
     assert isinstance(seen, LlamaBackend) and seen.engine is engine
+
+
+def test_a_job_that_suspends_is_refused_by_run_to_end() -> None:
+    async def waits() -> None:
+        await asyncio.sleep(0)
+
+    with pytest.raises(RuntimeError, match="BackendRunner"):
+        run_to_end(waits())
 
 
 def test_one_update_runs_on_any_backend() -> None:
     backend = CharBackend()
     prompt = FewShotFormat().translation("Good morning everyone.", "en", "de")
     draft = backend.tokenize(" Guten Morgen alle.")
-    out = run_update(backend, prompt, TranslateOptions(target_lang="de", mask_k=3), False,
-                     draft_tokens=draft)
+    out = run_to_end(run_update(backend, prompt, TranslateOptions(target_lang="de", mask_k=3),
+                                False, draft_tokens=draft))
     req = backend.requests[-1]
     assert list(req.draft) == draft
     assert req.bias_limit == len(draft) - 1  # the draft's closing "." is verified unbiased

@@ -10,7 +10,8 @@ import pytest
 
 from app.engine.engine import GenerationResult
 from app.engine.verify import top2_gap
-from app.translation.llama_backend import LlamaBackend, LlamaRunner
+from app.translation.backend import run_to_end
+from app.translation.llama_backend import LlamaRunner, StandaloneLlamaBackend
 from app.translation.pathology import diagnose, loops
 from app.translation.prompts import FewShotFormat, TranslationPrompt, ours, tokenize_prompt, user
 from app.translation.sessions import Session, SessionStore
@@ -28,6 +29,11 @@ from app.translation.translator import (
 from tests.numerics import NEAR_TIE
 
 FMT = FewShotFormat()
+
+
+def update(engine, *args, **kwargs) -> UpdateOutcome:  # noqa: ANN001, ANN002, ANN003
+    """``run_update`` on the test's engine, as the benchmarks run it."""
+    return run_to_end(run_update(StandaloneLlamaBackend(engine), *args, **kwargs))
 
 
 def test_masked_tokens() -> None:
@@ -49,14 +55,14 @@ def test_a_runaway_output_is_no_draft() -> None:
 
 def test_draft_mask_k_cuts_the_draft_display_mask_does_not(engine) -> None:
     prompt = FMT.translation("The committee met on Tuesday evening", "en", "de")
-    previous = run_update(LlamaBackend(engine), FMT.translation("The committee met on", "en", "de"),
+    previous = update(engine, FMT.translation("The committee met on", "en", "de"),
                           TranslateOptions(target_lang="de"), False).result
     prev = list(previous.tokens)
-    cut = run_update(LlamaBackend(engine), prompt, TranslateOptions(target_lang="de", mask_k=2,
+    cut = update(engine, prompt, TranslateOptions(target_lang="de", mask_k=2,
                                                                     mask_mode="draft"),
                      False, draft_tokens=prev).result
     assert cut.ssbd_draft_tokens == len(prev) - 2
-    out = run_update(LlamaBackend(engine), prompt, TranslateOptions(target_lang="de", mask_k=2),
+    out = update(engine, prompt, TranslateOptions(target_lang="de", mask_k=2),
                      False, draft_tokens=prev)
     kept, display = out.result, out.display
     assert kept.ssbd_draft_tokens == len(prev)
@@ -67,7 +73,7 @@ def test_trailing_punctuation_and_length_cap(engine) -> None:
     rt = engine.rt
     assert trailing_punctuation(rt, rt.tokenize(" Hallo Welt.")) == 1
     assert trailing_punctuation(rt, rt.tokenize(" Hallo Welt")) == 0
-    r = run_update(LlamaBackend(engine), FMT.translation("Yes.", "en", "de"),
+    r = update(engine, FMT.translation("Yes.", "en", "de"),
                    TranslateOptions(target_lang="de", max_tokens=500), True).result
     assert len(r.tokens) <= 3 * len(rt.tokenize("Yes.")) + 16
 
@@ -76,16 +82,16 @@ def test_agreed_scope_biases_only_the_agreed_prefix(engine) -> None:
     """A draft that nobody agreed on is verified without bias, so a wrong one is rejected."""
     prompt = FMT.translation("The weather was cold and windy all week", "en", "de")
     wrong = engine.rt.tokenize(" Das Essen war warm und sonnig den ganzen Monat")
-    biased = run_update(LlamaBackend(engine), prompt, TranslateOptions(target_lang="de", beta=0.99),
+    biased = update(engine, prompt, TranslateOptions(target_lang="de", beta=0.99),
                         False, draft_tokens=wrong).result
     assert biased.ssbd_accepted_tokens == len(wrong)  # beta 0.99 keeps any draft
-    gated = run_update(
-        LlamaBackend(engine), prompt,
+    gated = update(
+        engine, prompt,
         TranslateOptions(target_lang="de", beta=0.99, bias_scope="agreed"),
         False, draft_tokens=wrong, draft_agreed=0).result
     assert gated.ssbd_accepted_tokens < len(wrong)
-    kept = run_update(
-        LlamaBackend(engine), prompt,
+    kept = update(
+        engine, prompt,
         TranslateOptions(target_lang="de", beta=0.99, bias_scope="agreed"),
         False, draft_tokens=wrong, draft_agreed=3).result
     assert kept.tokens[:3] == wrong[:3]
@@ -95,9 +101,9 @@ def test_a_final_is_verified_without_bias(engine) -> None:
     """The default final policy: whatever the draft, a final is the greedy translation."""
     prompt = FMT.translation("The weather was cold and windy all week.", "en", "de")
     wrong = engine.rt.tokenize(" Das Essen war warm und sonnig den ganzen Monat.")
-    fresh = run_update(LlamaBackend(engine), prompt, TranslateOptions(target_lang="de"), True,
+    fresh = update(engine, prompt, TranslateOptions(target_lang="de"), True,
                        draft_tokens=[]).result
-    final = run_update(LlamaBackend(engine), prompt, TranslateOptions(target_lang="de", beta=0.99),
+    final = update(engine, prompt, TranslateOptions(target_lang="de", beta=0.99),
                        True, draft_tokens=wrong).result
     if final.tokens != fresh.tokens:  # allowed only where the greedy choice is a near-tie
         i = next(j for j, (a, b) in enumerate(zip(final.tokens, fresh.tokens, strict=False))
@@ -107,7 +113,7 @@ def test_a_final_is_verified_without_bias(engine) -> None:
                                           fresh.tokens[:i])
         assert top2_gap(engine.row(first + i)) < NEAR_TIE
     assert final.ssbd_accepted_tokens < len(wrong)
-    old = run_update(LlamaBackend(engine), prompt, TranslateOptions(target_lang="de", beta=0.99,
+    old = update(engine, prompt, TranslateOptions(target_lang="de", beta=0.99,
                                                                     final_beta=None),
                      True, draft_tokens=wrong).result
     assert old.tokens[: len(wrong)] == wrong  # the SSBD paper's final keeps the bad draft
@@ -123,7 +129,18 @@ class InlineWorker:
 
     async def submit(self, fn, **kwargs):  # noqa: ANN001, ANN003
         self.calls.append(kwargs)
-        return fn(self.engine)
+        return await fn(_Unscheduled(self.engine))
+
+
+class _Unscheduled:
+    """The test's engine as a job sees it: ``rt`` and an awaitable ``generate``."""
+
+    def __init__(self, engine) -> None:  # noqa: ANN001
+        self.rt = engine.rt
+        self._engine = engine
+
+    async def generate(self, req):  # noqa: ANN001, ANN201
+        return self._engine.generate(req)
 
 
 def _translator(engine) -> tuple[Translator, InlineWorker]:  # noqa: ANN001
@@ -194,8 +211,8 @@ LOOPING_RETRY = TranslationPrompt(
 def _final(engine, source: str, lang: str, opts: TranslateOptions,  # noqa: ANN001
            draft: str = "", retry_prompt: TranslationPrompt | None = None) -> UpdateOutcome:
     """A final through ``run_update`` as the server runs it (examples, retry prompt)."""
-    return run_update(
-        LlamaBackend(engine), FMT.translation(source, "en", lang), opts, True,
+    return update(
+        engine, FMT.translation(source, "en", lang), opts, True,
         draft_tokens=engine.rt.tokenize(draft, add_bos=False) if draft else [],
         examples=FMT.examples("en", lang),
         retry_prompt=retry_prompt or FMT.retry_translation(source, "en", lang))
@@ -260,7 +277,7 @@ def test_a_final_cut_by_the_clients_max_tokens_is_no_loop(engine) -> None:
 
 def test_a_looping_partial_is_no_draft_and_is_not_retried(engine) -> None:
     prompt = FMT.translation("Text captions are", "en", "de")
-    out = run_update(LlamaBackend(engine), prompt, TranslateOptions(target_lang="de", beta=0.99),
+    out = update(engine, prompt, TranslateOptions(target_lang="de", beta=0.99),
                      False, draft_tokens=engine.rt.tokenize(LOOP_DRAFT, add_bos=False),
                      examples=FMT.examples("en", "de"))
     assert out.pathology == "loop" and out.dropped == "loop" and out.draft == []
