@@ -2,31 +2,56 @@
 
 Recognition is CPU-heavy (each decode runs Whisper's encoder over a 30 s window) and must
 not take the event loop or the engine's scheduler thread, nor more of the CPU than the
-operator gave it. So every decode of every speaker runs on a single worker thread, in
-the order they were asked for, with ``threads`` CTranslate2 threads (``serve
---asr-threads``): the recogniser's CPU share is bounded whatever the number of speakers.
-Each speaker asks for its next decode only after the last one returned, with all the
-audio that arrived meanwhile, so speakers take turns (round robin) and a recogniser that
-falls behind decodes less often instead of queueing without end.
+operator gave it. So every decode of every speaker runs on a single worker thread with
+``threads`` CTranslate2 threads (``serve --asr-threads``): the recogniser's CPU share is
+bounded whatever the number of speakers.
+
+Many speakers on that one thread:
+
+* **Admission**: at most ``max_speakers`` streams at once (``serve
+  --max-audio-speakers``); one more is refused with ``SpeechBusyError`` (the live
+  socket's ``busy`` error frame), as text speakers beyond ``--max-live-sessions`` are.
+* **Turns**: each speaker asks for its next turn only after the last one returned, with
+  all the audio that arrived meanwhile (``feed``). The thread takes every waiting turn's
+  audio into its stream and has its VAD say which decode it needs (cheap), then runs one
+  decode chosen by ``app.speech.decode_order``: decodes a final waits for before anyone's
+  partials, partials in turn, partials thinned for everyone while a turn has waited too
+  long (finals never).
+* **Partial share**: a stream rations its partial decodes by its share of the thread
+  (``StreamingWhisper.partial_share``); the share is split between the open streams, so
+  partials get rarer for everyone as speakers join, instead of queueing without end.
 
 The model loads on the first audio speaker (a server without one never pays for it).
 Streams are ``Recognizer``s (``app.speech.recognizer``); ``open_stream`` makes the
-faster-whisper one, ``feed`` and ``flush`` take any.
+faster-whisper one. A stream with ``listen``/``due``/``next_decode``/``run`` (the
+faster-whisper one) is scheduled decode by decode; any other ``Recognizer`` is fed whole,
+one turn at a time, as an urgent turn.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from app.speech.decode_order import BEHIND_S, choose
 from app.speech.recognizer import SAMPLE_RATE, Recognizer, SpeechEvent
-from app.speech.whisper_stream import StreamingWhisper, load_whisper
+from app.speech.whisper_stream import Decode, StreamingWhisper, load_whisper
+
+log = logging.getLogger("livetrans.speech")
+
+# The share of the recogniser's thread partial decodes may take, all speakers together
+# (each stream's ``partial_share`` is this divided by the open streams).
+PARTIAL_SHARE = 0.5
+_WHOLE = Decode("whole", 0)  # a turn run whole: a flush, or a stream that is not scheduled
 
 
 class SpeechUnavailableError(RuntimeError):
@@ -53,19 +78,49 @@ def pick_device(device: str) -> str:
     return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
 
 
+class SpeechBusyError(RuntimeError):
+    """The recogniser serves as many speakers as it may (``--max-audio-speakers``)."""
+
+
+@dataclass(eq=False)
+class _Turn:
+    """One speaker's request: audio to take in (or the end of its speech), and the events
+    it made known, handed back through ``future`` when the turn is over."""
+
+    stream: Any
+    audio: np.ndarray | None  # None: the speaker stopped (flush)
+    future: concurrent.futures.Future
+    enqueued_at: float = field(default_factory=time.monotonic)
+    decode: Decode | None = None
+    events: list[SpeechEvent] = field(default_factory=list)
+
+
 class SpeechRecognition:
     """Streams for audio speakers, their decodes on one bounded worker thread."""
 
     def __init__(self, model_dir: str | None = None, threads: int = 1, device: str = "auto",
-                 on_decode: Callable[[float, float], None] | None = None) -> None:
+                 on_decode: Callable[[float, float], None] | None = None,
+                 max_speakers: int = 2, behind_s: float = BEHIND_S) -> None:
         self.model_dir = model_dir
         self.threads = threads
         self.device = device
+        self.max_speakers = max_speakers
+        self.behind_s = behind_s
         # (seconds of compute, seconds of audio) per decode call: for metrics
         self.on_decode = on_decode
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="livetrans-asr")
         self._model: Any = None
         self._load_lock = threading.Lock()
+        # open streams; one the caller dropped (a start that failed later) leaves by itself
+        self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._cond = threading.Condition()
+        self._incoming: list[_Turn] = []
+        self._turns: list[_Turn] = []  # taken in, waiting for a decode (worker thread only)
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    @property
+    def speakers(self) -> int:
+        return len(self._streams)
 
     def _load(self) -> Any:
         with self._load_lock:
@@ -85,30 +140,132 @@ class SpeechRecognition:
 
     async def open_stream(self, language: str) -> StreamingWhisper:
         """A new speaker's stream, a faster-whisper ``Recognizer`` (loads the model on first
-        use, off the event loop)."""
-        loop = asyncio.get_running_loop()
-        model = await loop.run_in_executor(self.executor, self._load)
-        return StreamingWhisper(model=model, language=language)
+        use, off the event loop); ``SpeechBusyError`` beyond ``max_speakers``."""
+        if self.speakers >= self.max_speakers:
+            raise SpeechBusyError(
+                f"server busy: {self.max_speakers} audio speakers are being recognised "
+                "(--max-audio-speakers); retry later")
+        model = await asyncio.to_thread(self._load)
+        if self.speakers >= self.max_speakers:  # others were admitted while it loaded
+            raise SpeechBusyError(
+                f"server busy: {self.max_speakers} audio speakers are being recognised "
+                "(--max-audio-speakers); retry later")
+        stream = StreamingWhisper(model=model, language=language)
+        self._streams.add(stream)
+        self._share()
+        return stream
+
+    def close_stream(self, stream: Recognizer) -> None:
+        """The speaker is done: its place goes to the next one."""
+        self._streams.discard(stream)
+        self._share()
+
+    def _share(self) -> None:
+        """Split the partial share between the open streams."""
+        streams = list(self._streams)
+        for stream in streams:
+            if hasattr(stream, "partial_share"):
+                stream.partial_share = PARTIAL_SHARE / max(1, len(streams))
 
     async def feed(self, stream: Recognizer, samples: np.ndarray) -> list[SpeechEvent]:
-        """Recognise ``samples`` (16 kHz float32) on the worker thread."""
-        return await self._run(stream.feed, samples, len(samples) / SAMPLE_RATE)
+        """Recognise ``samples`` (16 kHz float32) in the speaker's next turn."""
+        return await self._turn(stream, samples)
 
     async def flush(self, stream: Recognizer) -> list[SpeechEvent]:
         """The speaker stopped: the segment in progress becomes a final."""
-        return await self._run(stream.flush, None, 0.0)
+        return await self._turn(stream, None)
 
-    async def _run(self, call: Callable[..., list[SpeechEvent]], arg: Any,
-                   audio_s: float) -> list[SpeechEvent]:
-        def timed() -> list[SpeechEvent]:
-            began = time.perf_counter()
-            events = call() if arg is None else call(arg)
-            if self.on_decode is not None:
-                self.on_decode(time.perf_counter() - began, audio_s)
-            return events
+    async def _turn(self, stream: Recognizer, audio: np.ndarray | None) -> list[SpeechEvent]:
+        turn = _Turn(stream, audio, concurrent.futures.Future())
+        with self._cond:
+            if self._stopping:
+                raise RuntimeError("the speech recogniser has stopped")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="livetrans-asr",
+                                                daemon=True)
+                self._thread.start()
+            self._incoming.append(turn)
+            self._cond.notify()
+        return await asyncio.wrap_future(turn.future)
 
-        return await asyncio.get_running_loop().run_in_executor(self.executor, timed)
+    # -- the worker thread -----------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._incoming and not self._turns and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    self._end_all(RuntimeError("the speech recogniser has stopped"))
+                    return
+                incoming, self._incoming = self._incoming, []
+            for turn in incoming:
+                self._guarded(turn, self._take_in)
+            choice = choose(self._turns, time.monotonic(), self.behind_s)
+            if choice is None:
+                continue
+            turn = choice.turn
+            assert isinstance(turn, _Turn)
+            if choice.decode:
+                self._guarded(turn, self._decode)
+            else:  # thinned: its audio waits in the stream for the next turn
+                self._finish(turn)
+
+    def _take_in(self, turn: _Turn) -> None:
+        """The turn's audio into its stream, and the decode its VAD asks for (or done)."""
+        stream = turn.stream
+        if turn.audio is None or not hasattr(stream, "next_decode"):
+            turn.decode = _WHOLE
+        else:
+            stream.listen(turn.audio)
+            turn.decode = stream.next_decode() if stream.due() else None
+        if turn.decode is None:
+            self._finish(turn)
+        else:
+            self._turns.append(turn)
+
+    def _decode(self, turn: _Turn) -> None:
+        """Run the turn's decode; a final may leave more to do (another pause in the
+        buffer), so the turn stays until its stream needs nothing urgent."""
+        stream, decode = turn.stream, turn.decode
+        began = time.perf_counter()
+        if decode is _WHOLE:
+            audio_s = 0.0 if turn.audio is None else len(turn.audio) / SAMPLE_RATE
+            turn.events += stream.flush() if turn.audio is None else stream.feed(turn.audio)
+            turn.decode = None
+        else:
+            assert decode is not None
+            audio_s = decode.end / SAMPLE_RATE
+            turn.events += stream.run(decode)
+            turn.decode = stream.next_decode() if decode.ends_segment else None
+        if self.on_decode is not None:
+            self.on_decode(time.perf_counter() - began, audio_s)
+        if turn.decode is None:
+            self._finish(turn)
+
+    def _guarded(self, turn: _Turn, step: Callable[[_Turn], None]) -> None:
+        """``step(turn)``; its failure ends that turn only (the speaker hears of it)."""
+        try:
+            step(turn)
+        except Exception as exc:  # noqa: BLE001 - one turn's failure, not the thread's
+            if turn in self._turns:
+                self._turns.remove(turn)
+            if not turn.future.done():
+                turn.future.set_exception(exc)
+
+    def _finish(self, turn: _Turn) -> None:
+        if turn in self._turns:
+            self._turns.remove(turn)
+        if not turn.future.done():
+            turn.future.set_result(turn.events)
+
+    def _end_all(self, error: BaseException) -> None:
+        for turn in [*self._turns, *self._incoming]:
+            if not turn.future.done():
+                turn.future.set_exception(error)
+        self._turns, self._incoming = [], []
 
     def close(self) -> None:
-        """Stop the worker thread; decodes not yet started are dropped."""
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        """Stop the worker thread; turns not yet served end with an error."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()

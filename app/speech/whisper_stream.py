@@ -14,16 +14,21 @@ are rationed:
   uncommitted tail are the ``partial``.
 * when the speech **pauses** (``END_PAD_S`` of silence after it), one decode of the buffer
   up to just after the last word, at once: a partial, and the final if the pause lasts.
-* at an **endpoint** (``endpoint_silence_s`` of silence, or ``max_segment_s`` of segment),
-  the segment's text is the ``final``; when the pause decode above already heard all of
-  it, no new decode is needed, so the final leaves as soon as the pause is long enough.
+* at an **endpoint** (``endpoint_silence_s`` of silence), the segment's text is the
+  ``final``; when the pause decode above already heard all of it, no new decode is needed,
+  so the final leaves as soon as the pause is long enough.
+* a segment that reaches ``max_segment_s`` without a pause is cut after the last word the
+  speaker finished (the decode's word timestamps), never inside a word.
 
 The buffer then starts after the segment. A buffer that holds several pauses (the
 recogniser fell behind and takes the audio that waited) is cut at each. Silence without
 speech is dropped as it comes, so ten minutes of silence cost one second of buffer.
 
 One object is one speaker's stream and is not thread-safe: the caller runs ``feed`` off
-the event loop (it decodes), one call at a time. Streams may share one model
+the event loop (it decodes), one call at a time. ``feed`` is ``listen`` (add audio),
+``next_decode`` (what the VAD says is needed) and ``run`` (the decode): a recogniser that
+serves many speakers (``app.speech.service``) calls the three itself, to run the decodes
+finals wait for before anyone's partials. Streams may share one model
 (``load_whisper``): the server loads it once for every audio speaker.
 
 ``StreamingWhisper`` is a ``Recognizer`` (``app.speech.recognizer``); the model behind its
@@ -35,6 +40,7 @@ under the same buffering, agreement and endpoints.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +56,38 @@ from app.speech.recognizer import (
     VoiceDetector,
 )
 
-__all__ = ["END_PAD_S", "SAMPLE_RATE", "SileroVad", "SpeechEvent", "StreamingWhisper",
+__all__ = ["END_PAD_S", "SAMPLE_RATE", "Decode", "SileroVad", "SpeechEvent", "StreamingWhisper",
            "WhisperTranscriber", "load_whisper"]
 
 END_PAD_S = 0.3  # audio after the end of speech that a segment's last decode still hears
+# A segment cut at its length limit ends after a word that ended at least this long before
+# the buffer's end: the word being spoken at the cut is heard whole in the next segment.
+LONG_TAIL_S = 0.6
+
+
+@dataclass(frozen=True)
+class Decode:
+    """One decode a stream needs (``StreamingWhisper.next_decode``): its kind and the
+    buffer's end it hears. ``final`` and ``long`` end the segment; a ``pause`` decode is
+    the one a final at that pause will use; only ``partial`` may be thinned."""
+
+    kind: str  # "final" | "long" | "pause" | "partial"
+    end: int
+
+    @property
+    def ends_segment(self) -> bool:
+        return self.kind in ("final", "long")
+
+    @property
+    def urgent(self) -> bool:
+        """Decodes a final waits for go before partial decodes of other speakers."""
+        return self.kind != "partial"
+
+
+def _finished_words(words: list[Word], before_s: float) -> list[Word]:
+    """The words up to the last one that ended by ``before_s`` (seconds into the buffer)."""
+    last = max((i for i, w in enumerate(words) if w.end <= before_s), default=-1)
+    return words[: last + 1]
 
 
 def load_whisper(model_dir: str | Path | None = None, threads: int = 1,
@@ -125,45 +159,88 @@ class StreamingWhisper:
 
     def feed(self, samples: np.ndarray) -> list[SpeechEvent]:
         """Add audio (float32 in [-1, 1], 16 kHz mono); returns what it made known."""
+        self.listen(samples)
+        if not self.due():
+            return []
+        return self.step()
+
+    # -- the two halves of ``feed``, for a recogniser that schedules many streams ---------
+    def listen(self, samples: np.ndarray) -> None:
+        """Add audio without looking at it (cheap: no VAD, no decode)."""
         self.buffer = np.concatenate([self.buffer, np.asarray(samples, dtype=np.float32)])
         self.unchecked += len(samples)
+
+    def due(self) -> bool:
+        """Enough new audio arrived for the VAD to look again (``vad_step_s``); resets
+        the count when it says yes."""
         if self.unchecked < self.vad_step_s * SAMPLE_RATE:
-            return []
+            return False
         self.unchecked = 0
-        return self.step()
+        return True
 
     def step(self) -> list[SpeechEvent]:
         """Look at the buffer now: finals at the endpoints it holds, then maybe a partial
-        of the speech after the last one (or nothing).
+        of the speech after the last one (or nothing)."""
+        events: list[SpeechEvent] = []
+        while (decode := self.next_decode()) is not None:
+            events += self.run(decode)
+            if not decode.ends_segment:
+                break
+        return events
+
+    def next_decode(self) -> Decode | None:
+        """The decode the buffer needs next, from the VAD alone (about 2 ms per second of
+        buffer): ``final`` at an endpoint, ``long`` for a segment at its length limit,
+        ``pause`` when the speech just paused (the decode a final will use), ``partial``
+        when the last one is ``step_s`` (or the rationed share) old, or None.
 
         Separate VAD spans are pauses of at least ``endpoint_silence_s``, so each span but
         the last ends a segment.
         """
-        events: list[SpeechEvent] = []
         pad = int(END_PAD_S * SAMPLE_RATE)
-        while True:
-            speech = self._speech()
-            if not speech:  # silence only: keep the last second (speech may be starting)
-                self.buffer = self.buffer[-SAMPLE_RATE:]
-                self.decoded = None
-                return events
-            if len(speech) > 1:
-                events += self._end_segment(min(speech[0]["end"] + pad, speech[1]["start"]))
-                continue
-            size, speech_end = len(self.buffer), speech[-1]["end"]
-            cut = min(size, speech_end + pad)
-            if (size - speech_end) / SAMPLE_RATE >= self.endpoint_silence_s or \
-                    size / SAMPLE_RATE >= self.max_segment_s:
-                # a little of the silence after the last word: cut at the VAD's edge,
-                # Whisper mishears the last word ("next spring" -> "next, bring")
-                return events + self._end_segment(cut)
-            if size - speech_end >= pad and not self._heard(cut):
-                return events + self._partial(cut)  # a pause: maybe the segment's end
-            since = size - (self.decoded[0] if self.decoded else 0)
-            gap_s = max(self.step_s, self.decode_s / self.partial_share)
-            if since >= gap_s * SAMPLE_RATE:
-                return events + self._partial(size)
-            return events
+        speech = self._speech()
+        if not speech:  # silence only: keep the last second (speech may be starting)
+            self.buffer = self.buffer[-SAMPLE_RATE:]
+            self.decoded = None
+            return None
+        if len(speech) > 1:
+            return Decode("final", min(speech[0]["end"] + pad, speech[1]["start"]))
+        size, speech_end = len(self.buffer), speech[-1]["end"]
+        cut = min(size, speech_end + pad)
+        if (size - speech_end) / SAMPLE_RATE >= self.endpoint_silence_s:
+            # a little of the silence after the last word: cut at the VAD's edge,
+            # Whisper mishears the last word ("next spring" -> "next, bring")
+            return Decode("final", cut)
+        if size / SAMPLE_RATE >= self.max_segment_s:
+            return Decode("long", size)
+        if size - speech_end >= pad and not self._heard(cut):
+            return Decode("pause", cut)  # a pause: maybe the segment's end
+        since = size - (self.decoded[0] if self.decoded else 0)
+        gap_s = max(self.step_s, self.decode_s / self.partial_share)
+        if since >= gap_s * SAMPLE_RATE:
+            return Decode("partial", size)
+        return None
+
+    def run(self, decode: Decode) -> list[SpeechEvent]:
+        """Carry out ``decode`` (from ``next_decode``): Whisper over the buffer up to its
+        end, and the events that makes known."""
+        if decode.kind == "final":
+            return self._end_segment(decode.end)
+        if decode.kind == "long":
+            return self._cut_long(decode.end)
+        return self._partial(decode.end)
+
+    def _cut_long(self, end: int) -> list[SpeechEvent]:
+        """A segment at ``max_segment_s`` with no pause: the final ends after the last word
+        the speaker has finished (word timestamps), never inside a word; the rest of the
+        buffer starts the next segment. Without a word to cut after, the buffer's end."""
+        words = self._decode(self.buffer[:end])
+        keep = _finished_words(words, end / SAMPLE_RATE - LONG_TAIL_S)
+        if not keep:
+            return self._end_segment(end, words)
+        after = words[len(keep)] if len(keep) < len(words) else None
+        boundary = keep[-1].end if after is None else (keep[-1].end + after.start) / 2
+        return self._end_segment(min(end, max(1, int(boundary * SAMPLE_RATE))), keep)
 
     def _heard(self, end: int) -> bool:
         """The segment's last decode heard the buffer up to ``end`` (give or take 100 ms
@@ -194,8 +271,9 @@ class StreamingWhisper:
         """The VAD's speech spans in the buffer (sample offsets)."""
         return self.vad.speech(self.buffer, self.endpoint_silence_s)
 
-    def _end_segment(self, end: int) -> list[SpeechEvent]:
-        words = self.decoded[1] if self._heard(end) else self._decode(self.buffer[:end])
+    def _end_segment(self, end: int, words: list[Word] | None = None) -> list[SpeechEvent]:
+        if words is None:
+            words = self.decoded[1] if self._heard(end) else self._decode(self.buffer[:end])
         self.policy.finish(words)
         text = self.policy.text()
         events = [SpeechEvent("final", self.segment, text)] if text else []

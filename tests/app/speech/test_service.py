@@ -1,0 +1,145 @@
+"""The recogniser that serves many speakers (``app.speech.service``): admission, the
+decodes finals wait for before other speakers' partials, thinned partials, and a long
+utterance cut between words.
+
+The transcriber and the voice detector are the test doubles of ``test_recognizer.py`` (a
+word per half second of tone; speech wherever the signal is loud): they test the
+scheduling, not recognition; Whisper on real speech is ``test_whisper_stream.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+
+from app.speech.agreement import Word
+from app.speech.recognizer import SAMPLE_RATE
+from app.speech.service import SpeechBusyError, SpeechRecognition
+from app.speech.whisper_stream import StreamingWhisper
+from tests.app.speech.test_recognizer import LoudnessVad
+
+WAIT_S = 60  # a bound against hanging, never a latency
+
+
+class CountingTranscriber:
+    """A word per half second of loud audio (``w0``, ``w1``...), each 0.4 s long; logs
+    each decode as (name, seconds heard) and may hold a decode at a gate."""
+
+    def __init__(self, name: str, log: list[tuple[str, float]],
+                 gate: threading.Event | None = None) -> None:
+        self.name, self.log, self.gate = name, log, gate
+        self.entered = threading.Event()
+
+    def transcribe(self, audio: np.ndarray, language: str) -> list[Word]:
+        self.entered.set()
+        if self.gate is not None:
+            self.gate.wait(WAIT_S)
+        self.log.append((self.name, len(audio) / SAMPLE_RATE))
+        loud = np.flatnonzero(np.abs(audio) > 0.1)
+        if not len(loud):
+            return []
+        n = int((loud[-1] - loud[0]) / (SAMPLE_RATE / 2)) + 1
+        return [Word(f" w{k}", k * 0.5, k * 0.5 + 0.4) for k in range(n)]
+
+
+def _stream(name: str, log: list, gate: threading.Event | None = None,
+            **kwargs: float) -> StreamingWhisper:
+    return StreamingWhisper(transcriber=CountingTranscriber(name, log, gate),
+                            vad=LoudnessVad(), **kwargs)
+
+
+def _tone(seconds: float) -> np.ndarray:
+    return np.full(int(seconds * SAMPLE_RATE), 0.5, dtype=np.float32)
+
+
+def _silence(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * SAMPLE_RATE), dtype=np.float32)
+
+
+def test_a_final_goes_before_the_partials_of_other_speakers() -> None:
+    """Three speakers wait while a decode runs: the one whose speech ended is decoded
+    first, though it asked last."""
+    log: list[tuple[str, float]] = []
+    gate = threading.Event()
+    speech = SpeechRecognition(behind_s=WAIT_S)
+    busy = _stream("busy", log, gate)
+    talking = [_stream(f"talking{i}", log) for i in range(2)]
+    ended = _stream("ended", log)
+
+    async def main() -> list:
+        first = asyncio.create_task(speech.feed(busy, _tone(1.5)))  # a partial, held
+        await asyncio.to_thread(busy.transcriber.entered.wait, WAIT_S)
+        partials = [asyncio.create_task(speech.feed(s, _tone(1.5))) for s in talking]
+        await asyncio.sleep(0.05)
+        final = asyncio.create_task(speech.feed(ended, np.concatenate(
+            [_tone(1.5), _silence(1.0)])))
+        await asyncio.sleep(0.05)
+        gate.set()
+        return await asyncio.wait_for(asyncio.gather(first, *partials, final), WAIT_S)
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        speech.close()
+    order = [name for name, _ in log]
+    assert order[0] == "busy" and order[1] == "ended", order
+    assert {"talking0", "talking1"} <= set(order[2:])
+    assert [e.kind for e in results[-1]] == ["final"]
+
+
+def test_partials_are_thinned_while_the_recogniser_is_behind_and_finals_are_not() -> None:
+    log: list[tuple[str, float]] = []
+    speech = SpeechRecognition(behind_s=0.0)  # every turn counts as late
+    talking, ended = _stream("talking", log), _stream("ended", log)
+
+    async def main() -> tuple[list, list]:
+        partial = await speech.feed(talking, _tone(1.5))
+        final = await speech.feed(ended, np.concatenate([_tone(1.5), _silence(1.0)]))
+        return partial, final
+
+    try:
+        partial, final = asyncio.run(asyncio.wait_for(main(), WAIT_S))
+    finally:
+        speech.close()
+    assert partial == [] and [e.kind for e in final] == ["final"]
+    assert [name for name, _ in log] == ["ended"]  # the thinned partial cost no decode
+    assert len(talking.buffer) == int(1.5 * SAMPLE_RATE)  # its audio waits for the next
+
+
+def test_a_long_utterance_is_cut_after_a_finished_word() -> None:
+    log: list[tuple[str, float]] = []
+    stream = _stream("long", log, max_segment_s=3.0, step_s=10.0)
+    events = []
+    for _ in range(16):  # 4 s of speech without a pause, in 250 ms frames
+        events += stream.feed(_tone(0.25))
+    finals = [e for e in events if e.kind == "final"]
+    assert len(finals) == 1
+    # words end at 0.4, 0.9, ... s; the last to end 0.6 s before the 3 s cut is w4 (2.4 s)
+    assert finals[0].text == "w0 w1 w2 w3 w4"
+    # the buffer now starts between w4 (ends 2.4 s) and w5 (starts 2.5 s): w5 is whole
+    heard_s = log[-1][1]
+    cut_s = heard_s - 2.45
+    assert abs(len(stream.buffer) / SAMPLE_RATE - (4.0 - 2.45)) < 0.3, (heard_s, cut_s)
+
+
+def test_speakers_beyond_the_limit_are_busy_until_one_leaves(monkeypatch) -> None:
+    speech = SpeechRecognition(max_speakers=1)
+    monkeypatch.setattr(speech, "_load", lambda: object())  # no Whisper needed to count
+
+    async def main() -> None:
+        first = await speech.open_stream("en")
+        with pytest.raises(SpeechBusyError, match="--max-audio-speakers"):
+            await speech.open_stream("en")
+        speech.close_stream(first)
+        second = await speech.open_stream("en")
+        assert speech.speakers == 1 and second.partial_share == 0.5
+        del second  # a stream its connection dropped (a start that failed) leaves too
+        assert speech.speakers == 0
+
+    try:
+        asyncio.run(main())
+    finally:
+        speech.close()
