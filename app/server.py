@@ -21,7 +21,8 @@ from asgi_correlation_id import CorrelationIdMiddleware, correlation_id
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 
-from app.api import chat, live, models, transcripts, watch
+from app.api import chat, hls, live, models, transcripts, watch, whip
+from app.api import qr as qr_codes
 from app.api.errors import error_response, install_error_handlers
 from app.api.http.auth import Auth, invalid_api_key
 from app.api.http.body_limit import BodySizeLimit
@@ -195,7 +196,12 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
     app.include_router(live.router)
     app.include_router(watch.router)  # room viewers; the route checks its viewer token
     app.include_router(transcripts.router)  # ... and so does the transcript download
-    labelled = label_routes([*app.router.routes, *chat.router.routes, *models.router.routes,
+    app.include_router(qr_codes.router)  # ... and a room's QR codes; its printable page
+    app.include_router(hls.router)  # ... and a room's HLS subtitle renditions
+    app.include_router(whip.router)  # WHIP publishers (Bearer auth, as /v1 routes)
+    labelled = label_routes([*hls.router.routes,
+                             *app.router.routes, *chat.router.routes, *models.router.routes,
                              *live.router.routes, *watch.router.routes,
-                             *transcripts.router.routes])
+                             *transcripts.router.routes, *qr_codes.router.routes,
+                             *whip.router.routes])
     return app

@@ -13,6 +13,7 @@ with the choices in the message (``load_settings`` turns that into one line for 
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -24,6 +25,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 _ORIGIN = re.compile(r"^https?://[^/\s?#]+$")
+# --output-allow-host: a host name, or *. and a domain (addresses and networks: ipaddress)
+_OUTPUT_HOST = re.compile(r"^(\*\.)?([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.)*"
+                          r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.?$")
 
 
 class SettingsError(ValueError):
@@ -128,6 +132,12 @@ class ServerSettings(BaseSettings):
                              "together (the rest stays with translation)")
     asr_device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="where Whisper runs: cuda when a GPU is there (auto), or cpu")
+    whip_ice_servers: CommaList = Field(
+        default_factory=list, description="STUN/TURN server URLs for WHIP ingest (e.g. "
+        "stun:stun.example.org:3478); none by default: ICE offers the host's addresses")
+    max_audio_speakers: int = Field(
+        2, ge=1, description="audio speakers recognised at once (one recogniser thread for "
+                             "all); one more gets a busy error frame at start")
     max_sessions: int = Field(1000, ge=1, description="sessions kept (least recently used go)")
     session_ttl_s: float = Field(1800.0, gt=0, description="idle seconds before a session expires")
     queue_size: int = Field(64, ge=1, description="engine jobs waiting before 429")
@@ -167,6 +177,10 @@ class ServerSettings(BaseSettings):
         "captions.example.org or *.example.org; * = any. Default: when serving on a loopback "
         "address, localhost and loopback addresses only (a DNS-rebinding page cannot reach "
         "it); otherwise any")
+    public_url: str | None = Field(
+        None, description="the server's address as the audience reaches it, e.g. "
+        "https://captions.example.org (a path prefix too): audience links and QR codes "
+        "start with it; default: the address each request came to (scheme and Host header)")
     replica_id: str | None = Field(
         None, description="name sent in the X-Livetrans-Replica header (default host:port)"
     )
@@ -188,6 +202,32 @@ class ServerSettings(BaseSettings):
         30.0, ge=0, le=36500, allow_inf_nan=False,
         description="days a talk's transcript is kept after the talk started (0: until the "
                     "room's newer talks push it out, 200 per room)")
+    hls_segment_s: int = Field(
+        4, ge=1, le=60, description="seconds of captions per segment of the HLS subtitle "
+                                    "renditions (their EXT-X-TARGETDURATION)")
+    hls_window_s: int = Field(
+        60, ge=1, le=3600, description="seconds of segments a running talk's HLS subtitle "
+                                       "playlist lists (at least three segments); an ended "
+                                       "talk's lists all of them")
+    hls_offset_s: float = Field(
+        0.0, ge=-86400, le=86400, allow_inf_nan=False,
+        description="the video's presentation time, in seconds, at the talk's start: where "
+                    "the HLS subtitle cues (timed from the talk's start) line up with the "
+                    "organiser's stream (X-TIMESTAMP-MAP); offset= on a playlist overrides it")
+    output_allow_hosts: CommaList = Field(
+        default_factory=list,
+        description="hosts a speaker's pushes (start's outputs: YouTube captions, signed "
+        "webhooks) may reach: a host name (upload.youtube.com), *.example.org (the names "
+        "under it), * (any name), an address or a network (10.0.0.5, 10.0.0.0/8). Default: "
+        "none. A private or loopback address is refused unless an address, network or "
+        "exact host name names it (wildcards never do)")
+    output_timeout_s: float = Field(
+        10.0, gt=0, le=300, allow_inf_nan=False,
+        description="seconds one push request may take, from connecting to its answer")
+    output_retry_s: float = Field(
+        30.0, ge=0, le=3600, allow_inf_nan=False,
+        description="seconds after its caption a push is still retried (with backoff) "
+                    "before it counts as failed")
     log_level: Literal[LOG_LEVELS] = Field(
         "info", description="critical, error, warning, info or debug")
     log_format: Literal["text", "json"] = Field(
@@ -213,6 +253,31 @@ class ServerSettings(BaseSettings):
             raise ValueError("use redis://host:port/db (rediss:// for TLS), or "
                              "redis-sentinel://host:port[,host:port...]/SERVICE[/db]")
         return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        from app.rooms.audience_link import check_base_url
+
+        return check_base_url(value)  # BadBaseURL is a ValueError: one line
+
+    @field_validator("output_allow_hosts")
+    @classmethod
+    def _output_hosts(cls, value: list[str]) -> list[str]:
+        hosts = []
+        for entry in value:
+            host = entry.strip().lower()
+            hosts.append(host.rstrip(".") if host != "." else host)
+            if host == "*" or _OUTPUT_HOST.match(host):
+                continue
+            try:
+                ipaddress.ip_network(host.strip("[]"), strict=False)
+            except ValueError:
+                raise ValueError(f"'{host}' is not a host: use a host name, *.domain, *, "
+                                 "an address or a network (10.0.0.0/8)") from None
+        return hosts
 
     @field_validator("data_dir", mode="before")
     @classmethod

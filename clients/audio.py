@@ -1,7 +1,10 @@
-"""Speech in for ``livetrans caption --audio``: WAV or raw PCM to 16 kHz chunks, and the
-embedded PocketSphinx recogniser (``--asr pocketsphinx``).
+"""Speech in for ``livetrans caption --audio``: a WAV, any other file or live URL FFmpeg reads
+(``clients.audio_source``), or raw PCM, to 16 kHz chunks, and the embedded PocketSphinx
+recogniser (``--asr pocketsphinx``).
 
-    livetrans caption --audio talk.wav --target-lang de        # a WAV file, in real time
+    livetrans caption --audio talk.wav --target-lang de        # a WAV file
+    livetrans caption --audio talk.m4a --realtime              # any container, paced
+    livetrans caption --audio rtmp://encoder/live/room1        # a live source
     arecord -q -r 16000 -f S16_LE -c 1 | livetrans caption --audio -   # raw PCM on stdin
 
 By default the server recognises the speech (its Whisper, API.md "Speech in"): the client
@@ -14,8 +17,9 @@ updates (``{"type": "partial"|"final", "segment": n, "text": ...}``), so the cap
 treats both sources alike.
 
 The pipeline: any PCM or float WAV (or raw 16 kHz s16le mono on stdin) is read in 100 ms
-chunks, downmixed and resampled to 16 kHz mono, optionally paced to real time (a file
-replays as if someone were speaking), cut into utterances by PocketSphinx's voice-activity
+chunks, downmixed and resampled to 16 kHz mono (any other file or a URL is decoded and
+resampled by PyAV's FFmpeg instead), optionally paced to real time (a file replays as if
+someone were speaking), cut into utterances by PocketSphinx's voice-activity
 endpointer, and decoded incrementally: a partial whenever the hypothesis changes, one final
 per utterance. Decoding is synchronous and CPU-bound; the caption client runs the
 generator on a worker thread.
@@ -26,16 +30,17 @@ from __future__ import annotations
 import struct
 import sys
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, BinaryIO
 
 import numpy as np
 
-from app.speech.pocketsphinx import Recognizer, load_pocketsphinx
+from app.speech.pocketsphinx import PocketSphinxStream, load_pocketsphinx
 from app.speech.resample import Resampler, to_pcm16
 from app.usage import UsageError, require_file
+from clients.audio_source import MediaSource, Meter, Reconnect, notify_stderr, url_scheme
 
 RATE = 16000  # PocketSphinx's default model is a 16 kHz one
 CHUNK_S = 0.1  # feed granularity: partials at most every 100 ms
@@ -146,6 +151,13 @@ class WavReader:
         finally:
             self._file.close()
 
+    @property
+    def duration_s(self) -> float | None:
+        """The audio's length from its data chunk's size (None: written to a pipe)."""
+        if self._remaining < 0:
+            return None
+        return self._remaining / self.format.frame_bytes / self.format.sample_rate
+
     def close(self) -> None:
         self._file.close()
 
@@ -231,23 +243,42 @@ class AudioSource:
 
     ``recognizer`` is the embedded PocketSphinx (``--asr pocketsphinx``); None when the
     server recognises the speech (``--asr server``, the default): then only ``chunks``
-    is used, 16 kHz PCM for the server's Whisper.
+    is used, 16 kHz PCM for the server's Whisper. The input is a WAV (``reader``), any
+    other file or a live URL (``media``, through PyAV), or raw PCM on stdin (neither).
+    ``meter`` follows what has been sent, for the terminal.
     """
 
     name: str
-    reader: WavReader | None  # None: raw PCM on stdin
-    recognizer: Recognizer | None
+    reader: WavReader | None  # None: raw PCM on stdin, or ``media``
+    recognizer: PocketSphinxStream | None
+    media: MediaSource | None = None
+    meter: Meter = field(default_factory=lambda: Meter(live=False))
+
+    @property
+    def live(self) -> bool:
+        """A live URL: the source sets the pace, the client never does."""
+        return self.media is not None and self.media.live
 
     def chunks(self, speed: float | None, chunk_s: float = CHUNK_S) -> Iterator[bytes]:
         """The whole input as 16 kHz s16le mono PCM chunks of ``chunk_s``; a file is paced
-        by ``speed``, stdin is not (whoever writes it sets the pace)."""
+        by ``speed`` (None: as fast as they are taken), stdin and a live URL are not
+        (whoever writes them sets the pace)."""
         chunk_bytes = int(RATE * chunk_s) * 2
-        if self.reader is not None:
+        if self.media is not None:
+            blocks = self.media.blocks()
+            if self.media.live:
+                speed = None
+        elif self.reader is not None:
             blocks = wav_pcm_blocks(self.reader)
         else:
             speed = None
             blocks = stream_blocks(sys.stdin.buffer, chunk_bytes)
-        return paced(rechunk(blocks, chunk_bytes), speed)
+        return metered(paced(rechunk(blocks, chunk_bytes), speed), self.meter)
+
+    def cancel(self) -> None:
+        """End a live input early (Ctrl-C): see ``MediaSource.cancel``."""
+        if self.media is not None:
+            self.media.cancel()
 
     def events(self, speed: float | None) -> Iterator[dict]:
         """The embedded recogniser's updates for the whole input."""
@@ -258,15 +289,58 @@ class AudioSource:
         yield from self.recognizer.finish()
 
 
-def open_audio(path: str, embedded: bool = True) -> AudioSource:
-    """``--audio PATH|-`` checked up front: missing file, non-WAV, and (``embedded``: the
-    client recognises the speech itself) missing PocketSphinx."""
-    if path == "-":
-        return AudioSource("stdin", None, Recognizer(load_pocketsphinx()) if embedded else None)
-    reader = WavReader(require_file(path, "--audio"))
+def metered(chunks: Iterable[bytes], meter: Meter, rate: int = RATE) -> Iterator[bytes]:
+    """Chunks passed through, each counted in ``meter`` (position, level) as it leaves."""
+    for chunk in chunks:
+        meter.add(chunk, rate)
+        yield chunk
+
+
+def is_wav(path: Path) -> bool:
+    """A RIFF/WAVE header: read by ``WavReader`` (no FFmpeg needed, any PCM or float)."""
+    with path.open("rb") as f:
+        head = f.read(12)
+    return head[:4] in (b"RIFF", b"RF64") and head[8:12] == b"WAVE"
+
+
+def _open_input(path: str, timeout_s: float, reconnect: Reconnect,
+                notify: Callable[[str], None]) -> tuple[WavReader | None, MediaSource | None]:
+    """A WAV's reader, or PyAV for anything else (and for a WAV the reader refuses, such as
+    mu-law): the first error of the two names the problem when neither reads it."""
+    media = MediaSource(path, RATE, timeout_s, reconnect, notify)
+    if url_scheme(path) is not None:
+        return None, media.open()
+    file = require_file(path, "--audio")
+    if not is_wav(file):
+        return None, media.open()
     try:
-        recognizer = Recognizer(load_pocketsphinx()) if embedded else None
-        return AudioSource(str(reader.path), reader, recognizer)
+        return WavReader(file), None
+    except UsageError as wav_error:
+        try:
+            return None, media.open()
+        except UsageError:
+            raise wav_error from None
+
+
+def open_audio(path: str, embedded: bool = True, *, timeout_s: float = 10.0,
+               reconnect: Reconnect | None = None,
+               notify: Callable[[str], None] = notify_stderr) -> AudioSource:
+    """``--audio PATH|URL|-`` checked up front: missing file, no audio in it, an unreachable
+    URL, and (``embedded``: the client recognises the speech itself) missing PocketSphinx."""
+    if path == "-":
+        recognizer = PocketSphinxStream(load_pocketsphinx()) if embedded else None
+        return AudioSource("stdin", None, recognizer)
+    reader, media = _open_input(path, timeout_s, reconnect or Reconnect(), notify)
+    try:
+        recognizer = PocketSphinxStream(load_pocketsphinx()) if embedded else None
     except BaseException:
-        reader.close()
+        if reader is not None:
+            reader.close()
+        if media is not None:
+            media.close()
         raise
+    if media is not None:
+        return AudioSource(media.name, None, recognizer, media, media.meter)
+    assert reader is not None
+    return AudioSource(str(reader.path), reader, recognizer,
+                       meter=Meter(live=False, duration_s=reader.duration_s))

@@ -2,16 +2,18 @@
 
     livetrans caption --file ASR.jsonl [--limit 20] [--speed 1 | --fast] [--target-lang de]
     some-asr | livetrans caption --stdin --target-lang de
-    livetrans caption --audio talk.wav [--fast] --target-lang de    (or --audio - for PCM)
+    livetrans caption --audio talk.m4a|URL|- [--realtime] --target-lang de [--room NAME]
 
 It replays recorded ASR streams (JSONL, one utterance per line with timed partial/final
 events; the format of eval/samples/asr_sample_en.jsonl) in real time, honouring the ``t`` offsets
 (``--speed 2`` is twice as fast, ``--fast`` sends as fast as possible), or reads partials
 from stdin, one JSON object per line (``{"type": "partial"|"final", "text": ...}``), so any
-real ASR can be piped in, or sends speech (``--audio``: a WAV file replayed in real time,
-or raw 16 kHz PCM on stdin) for the server's Whisper to recognise (``--asr pocketsphinx``
-recognises it here instead). The terminal shows the live captions: finals scroll up, the
-current segment shows its ``display_text`` (the masked tail stays hidden); with speech,
+real ASR can be piped in, or sends speech (``--audio``: a file of any container and codec
+FFmpeg reads, sent as fast as the server takes it or paced with ``--realtime``; a live URL,
+reopened when it drops; or raw 16 kHz PCM on stdin) for the server's Whisper to recognise
+(``--asr pocketsphinx`` recognises it here instead). The terminal shows the live captions
+(and, with speech, the audio's progress and level): finals scroll up, the current segment
+shows its ``display_text`` (the masked tail stays hidden); with speech,
 each final shows the recognised source above its translations, so a bad caption can be
 told apart from a bad recognition. ``--target-lang de,ja`` captions every update in each
 language, and ``--room NAME`` publishes the captions to viewers (printing their links). At
@@ -25,10 +27,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,7 @@ from app.translation.display import display_unit, split_units
 from app.usage import PlainHelp, UsageError, checked, comma_list, positive_int
 from clients.asr_file import check_event, json_line, load_utterances
 from clients.audio import RATE, AudioSource, open_audio
+from clients.audio_source import Meter, Reconnect
 from clients.urls import default_server, live_url, watch_url
 from drafters.chain import DEFAULT_ORDER as DRAFTER_NAMES
 
@@ -147,9 +151,11 @@ class CaptionView:
     redrawn in place (a fan-out session shows one line per language, marked with it)."""
 
     def __init__(self, console: Console, enabled: bool, langs: list[str] | None = None,
-                 show_source: str | None = None) -> None:
+                 show_source: str | None = None, meter: Meter | None = None) -> None:
         self.console = console
         self.enabled = enabled
+        # speech in: progress and level of the audio sent, redrawn with the live captions
+        self.meter = meter
         self.marked = len(langs or []) > 1 or show_source is not None
         # speech in: each final's recognised source, marked with this language, once
         self.show_source = show_source
@@ -159,8 +165,9 @@ class CaptionView:
 
     def __enter__(self) -> CaptionView:
         if self.enabled:
-            self.live = Live(self._render(), console=self.console, refresh_per_second=12,
-                             transient=True)
+            # get_renderable: the meter moves between captions, so each refresh re-renders
+            self.live = Live(console=self.console, refresh_per_second=12, transient=True,
+                             get_renderable=self._render)
             self.live.__enter__()
         return self
 
@@ -170,6 +177,8 @@ class CaptionView:
 
     def _render(self) -> Table:
         table = Table.grid(padding=(0, 1))
+        if self.meter is not None:
+            table.add_row(Text(self.meter.line(), style="dim"))
         if self.current:
             table.add_row(Text(next(iter(self.current.values())).get("source", ""), style="dim"))
         for lang, msg in self.current.items():
@@ -269,13 +278,52 @@ async def _audio_events(audio: AudioSource, speed: float | None) -> AsyncIterato
         yield ev
 
 
-async def _send_speech(ws, audio: AudioSource, speed: float | None) -> None:
+async def _send_speech(ws, audio: AudioSource, speed: float | None,
+                       interrupted: asyncio.Event | None = None) -> None:
     """Speech for the server's recogniser: 16 kHz PCM frames, read (and paced) on a worker
-    thread so that captions keep arriving while the file is read."""
+    thread so that captions keep arriving while the input is read. ``interrupted`` (Ctrl-C
+    on a live source, which never ends by itself) ends the input where it is: the caller
+    then sends ``stop`` and the last words are still captioned."""
     loop = asyncio.get_running_loop()
     chunks = audio.chunks(speed, AUDIO_FRAME_S)
-    while (chunk := await loop.run_in_executor(None, next, chunks, None)) is not None:
-        await ws.send(chunk)
+    interrupted = interrupted or asyncio.Event()
+    stop = asyncio.ensure_future(interrupted.wait())
+    try:
+        while True:
+            read = loop.run_in_executor(None, next, chunks, None)
+            await asyncio.wait({read, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if not read.done():  # the read in progress ends soon: the source is cancelled
+                audio.cancel()
+                return
+            if (chunk := read.result()) is None:
+                return
+            await ws.send(chunk)
+    finally:
+        stop.cancel()
+
+
+def audio_speed(args: argparse.Namespace) -> float | None:
+    """How an ``--audio`` file is paced: as fast as the server takes it, unless
+    ``--realtime`` (times ``--speed``); a live source or stdin sets its own pace."""
+    return args.speed if getattr(args, "realtime", False) else None
+
+
+def _interrupt_on_sigint(event: asyncio.Event) -> Callable[[], None]:
+    """The first Ctrl-C sets ``event`` (end the audio, flush the captions); a second one
+    interrupts as usual. Returns the undo; a no-op where signals cannot be handled."""
+    loop = asyncio.get_running_loop()
+
+    def first() -> None:
+        event.set()
+        print("livetrans caption: ending the talk (Ctrl-C again to quit at once)",
+              file=sys.stderr, flush=True)
+        loop.remove_signal_handler(signal.SIGINT)
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, first)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, Windows
+        return lambda: None
+    return lambda: loop.remove_signal_handler(signal.SIGINT)
 
 
 async def _send_events(ws, events: AsyncIterator[dict], stats: RunStats,
@@ -366,17 +414,24 @@ async def _session(ws, args: argparse.Namespace, utterances: list[dict] | None, 
             console.print(f"room {args.room!r}: viewers watch at {link}", markup=False,
                           highlight=False, soft_wrap=True)  # a link cut in two is no link
     shown_source = args.source_lang if getattr(args, "audio", None) else None
+    meter = audio.meter if audio is not None else None
     with CaptionView(console, enabled=not args.quiet, langs=langs,
-                     show_source=shown_source) as view:
+                     show_source=shown_source, meter=meter) as view:
         receiver = asyncio.create_task(_receiver(ws, stats, view, langs))
         try:
             speed = None if args.fast else args.speed
             if utterances is not None:
                 await _send_utterances(ws, utterances, speed, stats, langs)
             elif audio is not None and audio.recognizer is None:
-                await _send_speech(ws, audio, speed)
+                interrupted = asyncio.Event()
+                undo = _interrupt_on_sigint(interrupted) if audio.live else (lambda: None)
+                try:
+                    await _send_speech(ws, audio, audio_speed(args), interrupted)
+                finally:
+                    undo()
             else:
-                events = _stdin_events() if audio is None else _audio_events(audio, speed)
+                events = (_stdin_events() if audio is None
+                          else _audio_events(audio, audio_speed(args)))
                 await _send_events(ws, events, stats, langs)
             await ws.send(json.dumps({"type": "stop"}))
             await receiver
@@ -400,9 +455,12 @@ def main(argv: list[str] | None = None) -> int:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--file", type=Path, help="ASR partials JSONL to replay")
     src.add_argument("--stdin", action="store_true", help="read partials from stdin")
-    src.add_argument("--audio", metavar="WAV|-",
-                     help="speech in: a WAV file, or '-' for raw 16 kHz s16le mono PCM on "
-                          "stdin; the server's Whisper recognises it (see --asr)")
+    src.add_argument("--audio", metavar="SOURCE",
+                     help="speech in: a file of any container and codec FFmpeg reads (WAV, "
+                          "MP3, M4A, Opus, MP4 or MKV video: the first audio stream), a live "
+                          "URL (http(s)://...m3u8, rtmp://, rtsp://, udp://, tcp://), or '-' "
+                          "for raw 16 kHz s16le mono PCM on stdin; the server's Whisper "
+                          "recognises it (see --asr)")
     ap.add_argument("--asr", choices=("server", "pocketsphinx"), default="server",
                     help="who recognises --audio: the server (Whisper, default) or the "
                          "embedded PocketSphinx here, for a server without speech input "
@@ -410,8 +468,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=checked(positive_int, "a whole number >= 1"),
                     default=None, help="first N utterances of --file")
     ap.add_argument("--speed", type=float, default=1.0,
-                    help="replay speed factor (--file, and an --audio file)")
-    ap.add_argument("--fast", action="store_true", help="send as fast as possible")
+                    help="replay speed factor (--file, and an --audio file with --realtime)")
+    ap.add_argument("--fast", action="store_true",
+                    help="send as fast as possible (--file; an --audio file always is, "
+                         "unless --realtime)")
+    ap.add_argument("--realtime", action="store_true",
+                    help="pace an --audio file like a live source, in real time (a live "
+                         "URL and stdin set their own pace)")
+    ap.add_argument("--source-timeout", type=float, default=10.0, metavar="SECONDS",
+                    help="a live --audio URL: how long opening it, or waiting for its next "
+                         "packet, may take before it counts as dropped")
+    ap.add_argument("--reconnect-for", type=float, default=600.0, metavar="SECONDS",
+                    help="a live --audio URL that drops is reopened with backoff for this "
+                         "long; then the talk ends")
     ap.add_argument("--target-lang", "--target-langs", dest="target_lang", default="de",
                     help="caption language, ISO 639-1; several, comma-separated (de,ja), "
                          "caption every update in each (up to 5)")
@@ -434,6 +503,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not args.speed > 0:
         raise UsageError(f"--speed must be a positive factor, got {args.speed}")
+    if args.realtime and args.fast:
+        raise UsageError("--realtime and --fast contradict each other: give one")
+    if not args.source_timeout > 0 or not args.reconnect_for >= 0:
+        raise UsageError("--source-timeout must be > 0 and --reconnect-for >= 0 seconds")
     args.target_langs = [lang.strip() for lang in args.target_lang.split(",") if lang.strip()]
     if not args.target_langs:
         raise UsageError("--target-lang names no language (e.g. --target-lang de)")
@@ -441,7 +514,9 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=False)
     utterances = load_utterances(args.file, args.limit) if args.file else None
     # the audio is checked (file, format, PocketSphinx) before the server is contacted
-    audio = open_audio(args.audio, embedded=args.asr == "pocketsphinx") if args.audio else None
+    audio = open_audio(args.audio, embedded=args.asr == "pocketsphinx",
+                       timeout_s=args.source_timeout,
+                       reconnect=Reconnect(give_up_s=args.reconnect_for)) if args.audio else None
     stats = asyncio.run(run_client(args, utterances, console, audio))
     summary = stats.summary(display_unit(args.target_langs[0]))
     if args.json:

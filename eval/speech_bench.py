@@ -9,7 +9,8 @@ leading and trailing silence, is laid end to end with 1 s of silence after each 
 so where every sentence ends in the audio is known. Each recogniser hears that talk in
 100 ms chunks (``--chunk-ms``): Whisper as the server runs it (``StreamingWhisper``, its
 defaults), PocketSphinx as ``livetrans caption --asr pocketsphinx`` does
-(``app.speech.pocketsphinx.Recognizer``); a fresh stream per talk, one Whisper model for all.
+(``app.speech.pocketsphinx.PocketSphinxStream``); a fresh stream per talk, one Whisper
+model for all.
 
 Latency runs on a *virtual real-time clock* rather than the wall clock, so it is what a
 live speaker would see, yet needs no sleeping and no quiet machine: chunk i becomes
@@ -59,7 +60,7 @@ import numpy as np
 from tqdm import tqdm
 
 from app.speech.model_files import SpeechModelError
-from app.speech.pocketsphinx import Recognizer, load_pocketsphinx
+from app.speech.pocketsphinx import PocketSphinxStream, load_pocketsphinx
 from app.speech.resample import RATE, to_pcm16
 from app.speech.whisper_stream import StreamingWhisper, load_whisper
 from app.usage import PlainHelp, UsageError, comma_list, positive_int
@@ -148,7 +149,7 @@ class SphinxStream:
     """The caption client's embedded PocketSphinx (its endpointer and default model)."""
 
     def __init__(self, pocketsphinx: Any) -> None:
-        self.recognizer = Recognizer(pocketsphinx)
+        self.recognizer = PocketSphinxStream(pocketsphinx)
 
     def feed(self, samples: np.ndarray) -> list[str]:
         return self._finals(self.recognizer.feed(to_pcm16(samples)))
@@ -352,6 +353,7 @@ def engine_cost(talk: Talk, speakers: list[int], args: argparse.Namespace) -> li
     with LocalServer(model=args.model, n_threads=args.n_threads, asr_model=args.asr_model
                      and str(args.asr_model), asr_threads=args.asr_threads,
                      max_live_sessions=max(speakers) + 2, max_queue_wait_s=3600,
+                     max_audio_speakers=max(1, max(speakers)),
                      log_level="warning") as server:
         for n in speakers:
             print(f"engine cost: 1 text speaker + {n} audio speakers "

@@ -99,6 +99,34 @@ class Metrics:
             "livetrans_asr_dropped_audio_seconds_total", "seconds of audio dropped because "
             "a speaker's backlog was full (audio_overrun)", registry=r)
 
+        # pushes (app/live/outputs): YouTube captions and webhooks, per final caption
+        self.output_finals = Counter(
+            "livetrans_output_finals_total", "final captions pushed to outputs, by output "
+            "type and outcome (delivered, failed after retries or refused, dropped from a "
+            "full queue)", ["type", "outcome"], registry=r)
+        self.output_retries = Counter(
+            "livetrans_output_retries_total", "push requests sent again after a network "
+            "error, a timeout or a retryable status", ["type"], registry=r)
+        self.output_pending = Gauge(
+            "livetrans_output_pending", "final captions queued or under way to outputs",
+            registry=r)
+        self.output_seconds = Histogram(
+            "livetrans_output_delivery_seconds", "time from a final caption to its push's "
+            "delivery", ["type"], buckets=_LATENCY_BUCKETS, registry=r)
+
+    def observe_output(self, kind: str, event: str, seconds: float = 0.0) -> None:
+        """One push event (``app.live.outputs.delivery``): queued, delivered, failed,
+        dropped (each queued final ends in one of the three), or one more try."""
+        if event == "queued":
+            self.output_pending.inc()
+        elif event == "retries":
+            self.output_retries.labels(kind).inc()
+        elif event in ("delivered", "failed", "dropped"):
+            self.output_pending.dec()
+            self.output_finals.labels(kind, event).inc()
+            if event == "delivered":
+                self.output_seconds.labels(kind).observe(seconds)
+
     def observe_asr(self, compute_s: float, audio_s: float) -> None:
         self.asr_seconds.observe(compute_s)
         self.asr_audio_seconds.inc(audio_s)

@@ -12,6 +12,7 @@ from app.api.metrics import Metrics
 from app.engine.worker import EngineWorker
 from app.live.limits import LiveLimits, limits_of
 from app.live.services import LiveMetrics, LiveServices
+from app.live.whip import WhipSessions
 from app.rooms.bus import RoomBus
 from app.rooms.bus.local import LocalBus
 from app.rooms.registry import RoomRegistry
@@ -36,6 +37,7 @@ class ServerState:
     auth: Auth = field(default_factory=Auth)
     shutting_down: bool = False
     live_connections: set = field(default_factory=set)
+    whip: WhipSessions = field(default_factory=WhipSessions)  # WHIP publishers (app.live.whip)
     # limits for /v1/live other than the settings' (tests); None: the settings' own
     live_limits: LiveLimits | None = None
     rooms: RoomRegistry = field(init=False)
@@ -57,7 +59,8 @@ class ServerState:
             on_viewers=lambda n: metrics.live_viewers.set(n),
         )
         self.speech = SpeechRecognition(self.settings.asr_model, self.settings.asr_threads,
-                                        self.settings.asr_device, on_decode=metrics.observe_asr)
+                                        self.settings.asr_device, on_decode=metrics.observe_asr,
+                                        max_speakers=self.settings.max_audio_speakers)
 
     def live_services(self) -> LiveServices:
         """What the live subsystem (``app.live``) may use of this state, for one socket
@@ -79,7 +82,8 @@ class ServerState:
                 generation=lambda result: metrics.observe_generation(result, route="live"),
                 verdict=metrics.observe_verdict,
                 audio_dropped=metrics.asr_dropped_seconds.inc,
-                refused_busy=lambda: metrics.admission_refusals.labels("live_busy").inc()),
+                refused_busy=lambda: metrics.admission_refusals.labels("live_busy").inc(),
+                output=metrics.observe_output),
         )
 
     def begin_shutdown(self) -> None:

@@ -126,6 +126,7 @@ class AudioInput:
                 await self._recognise(self.speech.feed(self.stream, audio))
             await self._recognise(self.speech.flush(self.stream))
         finally:
+            self.speech.close_stream(self.stream)
             self.fan.stop()
 
     async def _recognise(self, decode: Awaitable[list[SpeechEvent]]) -> None:

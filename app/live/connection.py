@@ -33,7 +33,7 @@ import logging
 import math
 from typing import Any
 
-from fastapi import WebSocket, WebSocketDisconnect
+from fastapi import WebSocketDisconnect
 
 from app.engine.worker import client_identity
 from app.live.audio import AudioFrameError, AudioInput
@@ -53,13 +53,16 @@ from app.live.messages import (
     segment_of,
     sniff_segment,
 )
+from app.live.outputs.allow import HostPolicy
+from app.live.outputs.config import OutputSpec
 from app.live.pipeline import FanOut, LanguagePipeline
 from app.live.publisher import CaptionPublisher, ConnectionGone
 from app.live.queue import SegmentQueue, Update
 from app.live.services import LiveServices
+from app.live.speaker_socket import SpeakerSocket
 from app.rooms.bus import BusUnavailable, RoomTakenOnBus
 from app.rooms.registry import RoomTakenError
-from app.speech.service import SpeechUnavailableError
+from app.speech.service import SpeechBusyError, SpeechUnavailableError
 from app.speech.whisper_stream import StreamingWhisper
 from app.translation.sessions import Session, SessionStoreFullError
 
@@ -105,7 +108,7 @@ class LiveConnection:
     """One speaker's socket: reads and validates frames (the reader), feeds the fan-out
     (``live_pipeline``) and sends through the publisher (``live_publisher``)."""
 
-    def __init__(self, ws: WebSocket, services: LiveServices, owner: str | None) -> None:
+    def __init__(self, ws: SpeakerSocket, services: LiveServices, owner: str | None) -> None:
         self.ws = ws
         self.services = services
         self.owner = owner
@@ -348,7 +351,8 @@ class LiveConnection:
             await self.error("stopping", "'stop' was already received")
             return
         try:
-            start, targets, source = parse_start_targets(msg)
+            start, targets, source = parse_start_targets(
+                msg, HostPolicy.from_entries(self.services.settings.output_allow_hosts))
         except Refusal as exc:
             await self.error(exc.code, exc.message, param=exc.param)
             return
@@ -378,6 +382,11 @@ class LiveConnection:
                 await self.error("room_bus_unavailable", "the room bus cannot be reached "
                                  "now; retry shortly", param="room")
                 return
+        if start.pushes and not self.open_pushes(start.pushes):
+            self.talk.end()
+            await self.error("outputs_unavailable", "this server cannot push captions (its "
+                             "installation lacks httpx)", param="outputs")
+            return
         sessions: dict[str, Session] = {}
         try:
             for target in targets:
@@ -409,12 +418,32 @@ class LiveConnection:
                 ready["viewer_token"] = registry.token(room.name, str(room.talk_id))
         await self.publisher.send(ready)
 
+    def open_pushes(self, specs: list[OutputSpec]) -> bool:
+        """The talk's pushes (``app.live.outputs``): they get its finals and close with it
+        (``Talk.end``); False when this installation cannot push (no httpx)."""
+        try:
+            from app.live.outputs.delivery import DeliveryTimes, Pushes
+        except ImportError:
+            return False
+        settings = self.services.settings
+        pushes = Pushes(specs, HostPolicy.from_entries(settings.output_allow_hosts),
+                        DeliveryTimes.bounded(settings.output_timeout_s,
+                                              settings.output_retry_s),
+                        on_event=self.services.metrics.output)
+        self.talk.sinks.append(pushes)
+        self.publisher.pushes = pushes
+        return True
+
     async def open_speech(self, language: str) -> StreamingWhisper | None:
         """The recogniser's stream for an audio speaker, or None after an error frame."""
         try:
             return await self.services.speech.open_stream(language)
         except SpeechUnavailableError as exc:
             await self.error("speech_unavailable", str(exc), param="input")
+            return None
+        except SpeechBusyError as exc:
+            self.services.metrics.refused_busy()
+            await self.error("busy", str(exc), param="input")
             return None
 
     def start_audio(self, start: StartMessage, stream: StreamingWhisper) -> None:
@@ -510,7 +539,7 @@ def _capacity_refusal(services: LiveServices) -> str | None:
     return services.overload()
 
 
-async def refuse(ws: WebSocket, close_code: int, reason: str,
+async def refuse(ws: SpeakerSocket, close_code: int, reason: str,
                  error: dict[str, str] | None = None) -> None:
     """Accept, optionally explain in an error frame, then close with ``close_code``: a
     client sees a close code and reason, where a refused handshake is a bare HTTP 403."""
@@ -523,7 +552,7 @@ async def refuse(ws: WebSocket, close_code: int, reason: str,
         pass
 
 
-async def serve(ws: WebSocket, services: LiveServices, owner: str | None) -> None:
+async def serve(ws: SpeakerSocket, services: LiveServices, owner: str | None) -> None:
     """A speaker's socket whose origin and API key passed (``app.api.live``): admitted, it
     runs until it ends; else it is refused with a close code and an error frame."""
     limits = services.limits

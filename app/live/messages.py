@@ -13,9 +13,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationError
+from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError
 
 from app.live.frames import safe_echo, unencodable
+from app.live.outputs.allow import HostPolicy
+from app.live.outputs.config import OutputError, OutputSpec, parse_outputs
 from app.rooms.registry import ROOM_MAX_CHARS, valid_room
 from app.strict_input import ClientInput
 from app.translation.glossary import glossary_field
@@ -77,6 +79,14 @@ class StartMessage(ClientInput):
     # whole talks (API.md): the organiser's terms, and how many earlier finals to show
     glossary: Annotated[dict[str, str] | None, BeforeValidator(glossary_field)] = None
     context: int = Field(DEFAULTS.context, ge=0, le=MAX_CONTEXT)
+    # pushes (API.md "Pushes"): checked by ``parse_start_targets`` (``app.live.outputs``)
+    outputs: list[Any] | None = None
+    _pushes: list[OutputSpec] = PrivateAttr(default_factory=list)
+
+    @property
+    def pushes(self) -> list[OutputSpec]:
+        """The checked ``outputs`` (``parse_start_targets`` fills them in)."""
+        return self._pushes
 
     def translate_options(self, source_lang: str, target_lang: str,
                           max_tokens: int) -> TranslateOptions:
@@ -121,9 +131,12 @@ def _refusal(exc: ValidationError) -> Refusal:
     return Refusal(code, message, param)
 
 
-def parse_start_targets(msg: dict[str, Any]) -> tuple[StartMessage, list[str], str]:
+def parse_start_targets(msg: dict[str, Any], output_hosts: HostPolicy | None = None,
+                        ) -> tuple[StartMessage, list[str], str]:
     """A valid ``start``, its normalised target languages (one or more, in the client's
-    order, no repeats) and source language, or ``Refusal``."""
+    order, no repeats) and source language, or ``Refusal``. Its ``outputs`` are checked
+    against ``output_hosts`` (the operator's ``--output-allow-host``; none: no host) and
+    land in ``start.pushes``."""
     try:
         start = StartMessage.model_validate(msg)
         if start.drafters is not None and len(set(start.drafters)) != len(start.drafters):
@@ -147,6 +160,14 @@ def parse_start_targets(msg: dict[str, Any]) -> tuple[StartMessage, list[str], s
             raise Refusal("invalid_room", f"room '{safe_echo(start.room, ROOM_MAX_CHARS)}': "
                           f"1-{ROOM_MAX_CHARS} characters of A-Z a-z 0-9 . _ -, starting with "
                           "a letter or digit", "room")
+        if start.outputs:
+            if start.room is None:
+                raise Refusal("invalid_message", "outputs: pushes are a room's: give a "
+                              "\"room\" too", "outputs")
+            start._pushes = parse_outputs(start.outputs, targets,
+                                          output_hosts or HostPolicy())
+    except OutputError as exc:
+        raise Refusal(exc.code, exc.message, exc.param) from None
     except ValidationError as exc:
         raise _refusal(exc) from None
     except UnsupportedLanguageError as exc:

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
-
-from fastapi import WebSocket
+from typing import Any, Protocol
 
 from app.live.frames import encode_frame
+from app.live.speaker_socket import SpeakerSocket
 from app.rooms.talk import Talk
+
+
+class PushStats(Protocol):
+    """The talk's pushes (``app.live.outputs.delivery.Pushes``), as a caption sees them."""
+
+    def stats(self, lang: str) -> list[dict[str, Any]]: ...
 
 
 class ConnectionGone(Exception):
@@ -23,13 +28,14 @@ class ConnectionGone(Exception):
 
 
 class CaptionPublisher:
-    def __init__(self, ws: WebSocket, talk: Talk | None = None) -> None:
+    def __init__(self, ws: SpeakerSocket, talk: Talk | None = None) -> None:
         self.ws = ws
         self.talk = talk  # the speaker's talk; captions reach its room once it is open
         if talk is not None:
             talk.on_lost = self._room_lost
         self.send_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task] = set()  # frames sent from outside a reader's turn
+        self.pushes: PushStats | None = None  # set by 'start' when it names outputs
 
     def _room_lost(self) -> None:
         """The bus found this talk's room owned by another replica (Redis was away longer
@@ -73,7 +79,12 @@ class CaptionPublisher:
 
     async def caption(self, payload: dict[str, Any]) -> None:
         """A caption frame: to the talk's room (never waiting for a viewer), then to the
-        speaker."""
+        speaker. A final's ``stats`` carry its language's pushes so far (``outputs``)."""
+        if self.pushes is not None and payload.get("final"):
+            pushed = self.pushes.stats(str(payload.get("lang")))
+            stats = payload.get("stats")
+            if pushed and isinstance(stats, dict):
+                stats["outputs"] = pushed
         text = encode_frame(payload)
         if self.talk is not None:
             self.talk.publish(payload, text)

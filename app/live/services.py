@@ -39,6 +39,9 @@ class LiveMetrics:
     verdict: Callable[[TranslationOutcome], None] = _ignore  # its pathology verdict
     audio_dropped: Callable[[float], None] = _ignore  # seconds of audio dropped (overrun)
     refused_busy: Callable[[], None] = _ignore  # a speaker refused by admission control
+    # a push's event: (output type, "queued" | "delivered" | "failed" | "dropped" |
+    # "retries", seconds from caption to delivery) (``app.live.outputs.delivery``)
+    output: Callable[[str, str, float], None] = _ignore
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from app.rooms.bus import RoomBus, TalkInfo
 from app.rooms.registry import Room, RoomRegistry, RoomTakenError, new_talk_id
@@ -23,6 +23,16 @@ from app.rooms.transcripts.store import TalkRecord, TranscriptLine
 
 MAX_OPEN_SEGMENTS = 4096  # segments whose first caption time waits for their finals
 RELEASE_WAIT_S = 2.0  # how long ``finish`` waits for the room's release and transcript
+
+
+class FinalSink(Protocol):
+    """Something a talk hands each final caption to besides its transcript (the pushes of
+    ``app.live.outputs``), and closes when the talk ends. ``final`` runs on the caption
+    path: it must return at once and never raise."""
+
+    def final(self, info: TalkInfo, lang: str, line: TranscriptLine) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Talk:
@@ -42,6 +52,7 @@ class Talk:
         self._t0 = 0.0  # the talk's start (monotonic): transcript times count from it
         self._first: dict[int, float] = {}  # segment -> its first caption (monotonic)
         self._finals: dict[int, int] = {}  # segment -> finals published (one per language)
+        self.sinks: list[FinalSink] = []  # pushes; closed by ``end``
 
     async def open(self, name: str, langs: list[str]) -> Room:
         """Claim the room on the bus, then here (``RoomTakenError``, ``RoomTakenOnBus``,
@@ -77,8 +88,8 @@ class Talk:
 
     def publish(self, payload: dict[str, Any], text: str) -> None:
         """One caption frame (``text`` is ``payload`` encoded) to the room's viewers of its
-        language here (never waiting for one), to the bus, and, a final, to the transcript.
-        Nothing while no room is open."""
+        language here (never waiting for one), to the bus, and, a final, to the transcript
+        and the talk's sinks (pushes). Nothing while no room is open."""
         if self.room is None:
             return
         self.room.publish(payload["lang"], payload, text, payload["final"])
@@ -95,14 +106,19 @@ class Talk:
             return
         if segment not in self._first and len(self._first) < MAX_OPEN_SEGMENTS:
             self._first[segment] = now
-        if not payload.get("final") or self.recorder is None or self.info is None:
+        if not payload.get("final") or self.info is None:
+            return
+        if self.recorder is None and not self.sinks:
             return
         start = self._first.get(segment, now)
-        self.recorder.line(self.info.room, self.info.talk_id, str(payload["lang"]),
-                           TranscriptLine(segment=segment, start_s=round(start - self._t0, 3),
-                                          end_s=round(now - self._t0, 3),
-                                          source=str(payload.get("source", "")),
-                                          text=str(payload.get("text", ""))))
+        line = TranscriptLine(segment=segment, start_s=round(start - self._t0, 3),
+                              end_s=round(now - self._t0, 3),
+                              source=str(payload.get("source", "")),
+                              text=str(payload.get("text", "")))
+        if self.recorder is not None:
+            self.recorder.line(self.info.room, self.info.talk_id, str(payload["lang"]), line)
+        for sink in self.sinks:
+            sink.final(self.info, str(payload["lang"]), line)
         self._finals[segment] = self._finals.get(segment, 0) + 1
         if self._finals[segment] >= len(self.info.langs):  # every language has its final
             self._first.pop(segment, None)
@@ -110,7 +126,11 @@ class Talk:
 
     def end(self) -> asyncio.Future[None] | None:
         """The talk is over (the speaker stopped or left): viewers get ``ended``. Returns
-        the bus's release when it lands later (``finish`` waits for it)."""
+        the bus's release when it lands later (``finish`` waits for it). Its sinks close
+        (pushes flush in the background, within their own bound)."""
+        sinks, self.sinks = self.sinks, []
+        for sink in sinks:
+            sink.close()
         if self.room is not None:
             self.rooms.release(self.room, self.owner)
             self.room = None

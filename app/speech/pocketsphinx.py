@@ -40,7 +40,7 @@ def tidy(text: str, final: bool) -> str:
     return out + "." if final and out and out[-1] not in ".?!" else out
 
 
-class Recognizer:
+class PocketSphinxStream:
     """PocketSphinx with its endpointer: 16 kHz PCM in, partial/final updates out.
 
     The endpointer (a VAD with a 0.3 s decision window) decides where utterances begin and

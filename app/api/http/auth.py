@@ -29,11 +29,16 @@ from app.settings import Settings
 # /metrics is not among them: it shows every tenant's activity.
 OPEN_PATHS = frozenset({"/health", "/live", "/live/mic-worklet.js", "/pages/transcripts.js",
                         "/watch", "/docs",
-                        "/openapi.json", "/"})
+                        "/openapi.json", "/",
+                        "/live/print", "/pages/qr.js"})  # a room's printable QR codes
 METRICS_PATH = "/metrics"
 # Routes that check their own access, as viewers do: a transcript download takes the talk's
 # viewer token or an API key (app.api.transcripts), so the middleware lets it through.
-OPEN_PATTERNS = (re.compile(r"/v1/rooms/[^/]+/transcript"),)
+OPEN_PATTERNS = (re.compile(r"/v1/rooms/[^/]+/transcript"),
+                 # ... and so do a room's HLS subtitle renditions (app.api.hls)
+                 re.compile(r"/v1/rooms/[^/]+/hls/[^/]+(?:\.m3u8|/[^/]+/[^/]+\.vtt)"),
+                 # ... and so does a room's QR code (app.api.qr)
+                 re.compile(r"/v1/rooms/[^/]+/qr"))
 
 
 def is_open_path(path: str) -> bool:

@@ -1,0 +1,251 @@
+"""HLS subtitle renditions of a room's talk (docs/captions-out-hls.md): a live WebVTT media
+playlist per language, for a player beside the organiser's own video stream.
+
+    GET /v1/rooms/{room}/hls/{lang}.m3u8[?token=VIEWER_TOKEN][&offset=SECONDS]
+    GET /v1/rooms/{room}/hls/{lang}/{talk}/{index}.vtt[?token=...][&offset=...]
+
+The playlist is the room's newest talk (with a viewer token: the newest talk the token
+admits to); its segment URIs are relative and name the talk, so a player keeps the talk it
+started with, and they carry the playlist's ``token`` and ``offset`` (a player cannot add
+them). What a playlist and a segment hold, and when, is ``app.rooms.hls``; where it comes
+from, on any replica of the room bus, ``app.rooms.hls_source``.
+
+Access is a viewer's, as on ``/v1/live/watch`` and the transcript download, so the routes
+are open in the API-key middleware and check it here: anyone without API keys; with keys,
+an API key (``Authorization: Bearer``) or the talk's viewer token (``token=``).
+
+Refusals are OpenAI-shaped errors naming the field: 404 ``invalid_room`` (a malformed room
+name, or a room without a talk), ``unsupported_language``, ``lang_not_in_room`` (the talk is
+not captioned in it), ``segment_not_found`` (no such talk or segment, or not published yet);
+401 ``invalid_token`` (no access, a token of another talk: told the same whether or not
+the room exists); 400 ``invalid_offset``; 503 ``room_bus_unavailable`` or
+``transcript_unavailable`` (retry).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Query, Request, Response
+
+from app.api.errors import APIError
+from app.api.http.auth import bearer_key
+from app.api.state import ServerState
+from app.live.frames import safe_echo
+from app.rooms.hls import (
+    MAX_OFFSET_S,
+    MEDIA_TYPE_PLAYLIST,
+    MEDIA_TYPE_SEGMENT,
+    HlsTiming,
+    clean_offset,
+)
+from app.rooms.hls_source import (
+    EdgeMarks,
+    HlsSource,
+    HlsUnavailable,
+    MemoryEdgeMarks,
+    RedisEdgeMarks,
+    TalkView,
+)
+from app.rooms.registry import ROOM_MAX_CHARS, valid_room
+from app.rooms.transcripts.store import TalkRecord, retention_seconds
+from app.translation.prompts import UnsupportedLanguageError, check_language
+
+router = APIRouter()
+
+PLAYLIST_PATH = "/v1/rooms/{room}/hls/{lang}.m3u8"
+SEGMENT_PATH = "/v1/rooms/{room}/hls/{lang}/{talk}/{index}.vtt"
+RETRY_AFTER_S = 5
+_TALK_ID = re.compile(r"[0-9a-f]{1,64}")
+_INDEX = re.compile(r"[0-9]{1,9}")
+_TOKEN = re.compile(r"[0-9a-f]{32}")  # what a viewer token is: anything else is not echoed
+_OFFSET = re.compile(r"-?[0-9]{1,6}(?:\.[0-9]{1,9})?")
+
+
+def _state(request: Request) -> ServerState:
+    return request.app.state.livetrans
+
+
+def _source(request: Request) -> HlsSource:
+    """This application's source, made at the first request (the store opens at start-up)
+    and kept: its caches and, without Redis, its live edges live in it."""
+    state = _state(request)
+    store = getattr(state, "transcripts", None)
+    if store is None:  # not opened yet (start-up) or already closed
+        raise _unavailable("transcript store")
+    source: HlsSource | None = getattr(request.app.state, "hls_source", None)
+    if source is None or source.store is not store or source.bus is not state.bus:
+        settings = state.settings
+        marks: EdgeMarks
+        client = getattr(state.bus, "redis", None)
+        if client is not None:
+            marks = RedisEdgeMarks(client, getattr(state.bus, "prefix", "livetrans"),
+                                   retention_seconds(settings.transcript_retention_days))
+        else:
+            marks = MemoryEdgeMarks()
+        source = HlsSource(state.rooms, state.bus, store,
+                           HlsTiming(settings.hls_segment_s, settings.hls_window_s), marks)
+        request.app.state.hls_source = source
+    return source
+
+
+def _unavailable(what: str) -> APIError:
+    code = "room_bus_unavailable" if what == "room bus" else "transcript_unavailable"
+    return APIError(503, f"The {what} cannot be reached now; retry shortly.", code=code,
+                    headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
+def _no_access() -> APIError:
+    return APIError(401, "This room's subtitles need the talk's viewer token (token=...), "
+                    "given to the speaker in 'ready', or an API key (Authorization: Bearer "
+                    "...); a token admits to one talk only.", param="token",
+                    code="invalid_token")
+
+
+def _check_room_lang(room: str, lang: str) -> str:
+    """The normalised language, or the 404 that names the field."""
+    if not valid_room(room):
+        raise APIError(404, f"Invalid room '{safe_echo(room, ROOM_MAX_CHARS)}': 1-"
+                       f"{ROOM_MAX_CHARS} characters of A-Z a-z 0-9 . _ -, starting with a "
+                       "letter or digit.", param="room", code="invalid_room")
+    try:
+        return check_language(lang[:16], "lang")
+    except UnsupportedLanguageError:
+        raise APIError(404, f"Unsupported language '{safe_echo(lang, 16)}'.", param="lang",
+                       code="unsupported_language") from None
+
+
+def _offset(request: Request, offset: str | None) -> float:
+    """The ``offset=`` of the request, else the server's (``serve --hls-offset-s``)."""
+    if offset is None or offset == "":
+        return clean_offset(_state(request).settings.hls_offset_s)
+    try:
+        if not _OFFSET.fullmatch(offset):  # plain decimals only: no 1e3, 1_0, inf, "١"
+            raise ValueError(offset)
+        return clean_offset(float(offset))
+    except ValueError:
+        raise APIError(400, f"Invalid offset '{safe_echo(offset, 32)}': a number of seconds "
+                       f"from -{MAX_OFFSET_S:g} to {MAX_OFFSET_S:g}, the video's "
+                       "presentation time at the talk's start.", param="offset",
+                       code="invalid_offset") from None
+
+
+def _operator(request: Request) -> bool:
+    """A server without API keys, or a request with one: any talk of the room."""
+    keys = _state(request).auth.api_keys
+    return not keys or bearer_key(request.headers.get("authorization", "")) in keys
+
+
+def _lang_in_talk(record: TalkRecord, lang: str) -> None:
+    if lang not in record.langs:
+        langs = ", ".join(record.langs) or "no language"
+        raise APIError(404, f"Room '{record.room}' is captioned in {langs}; lang '{lang}' is "
+                       "not among them.", param="lang", code="lang_not_in_room")
+
+
+def _query(token: str | None, offset: str | None, offset_s: float) -> str:
+    """The query a segment URI carries: the playlist's token and offset, both checked
+    (the token admitted the request; the offset is a clean number)."""
+    params = {}
+    if token and _TOKEN.fullmatch(token):
+        params["token"] = token
+    if offset not in (None, ""):  # to the millisecond, as clean_offset keeps it
+        params["offset"] = f"{offset_s + 0.0:.3f}".rstrip("0").rstrip(".")
+    return "?" + urlencode(params) if params else ""
+
+
+@router.get(
+    PLAYLIST_PATH, summary="A room's live subtitles as an HLS WebVTT media playlist",
+    response_class=Response,
+    responses={200: {"description": "the media playlist",
+                     "content": {MEDIA_TYPE_PLAYLIST: {}}}},
+)
+async def playlist(
+    request: Request,
+    room: str,
+    lang: str,
+    token: str | None = Query(None, description="the talk's viewer token (with API keys)"),
+    offset: str | None = Query(None, description="the video's presentation time (seconds) "
+                               "at the talk's start; default serve --hls-offset-s"),
+) -> Response:
+    lang = _check_room_lang(room, lang)
+    offset_s = _offset(request, offset)
+    operator = _operator(request)
+    if not operator and not token:
+        raise _no_access()
+    source = _source(request)
+    state = _state(request)
+    try:
+        records, running = await source.talks(room)
+        if operator:
+            record = records[-1] if records else None
+        else:
+            record = next((r for r in reversed(records)
+                           if state.rooms.token_ok_for_talk(room, r.talk_id, token)), None)
+            if record is None:
+                raise _no_access()
+        if record is None:
+            raise APIError(404, f"Room '{room}' has no talk.", param="room",
+                           code="invalid_room")
+        _lang_in_talk(record, lang)
+        view = TalkView(record, running == record.talk_id)
+        query = _query(token, offset, offset_s)
+        body, ended = await source.playlist(
+            view, lang, lambda i: f"{lang}/{record.talk_id}/{i}.vtt{query}")
+    except HlsUnavailable as exc:
+        raise _unavailable(exc.what) from None
+    return Response(content=body, media_type=MEDIA_TYPE_PLAYLIST, headers={
+        # a live playlist changes every segment; an ended one only if a late final lands
+        "Cache-Control": "max-age=10" if ended else "no-cache",
+        "X-Content-Type-Options": "nosniff",
+        "X-Livetrans-Talk": record.talk_id,
+    })
+
+
+@router.get(
+    SEGMENT_PATH, summary="One WebVTT segment of a room's HLS subtitles",
+    response_class=Response,
+    responses={200: {"description": "the WebVTT segment",
+                     "content": {MEDIA_TYPE_SEGMENT.split(";")[0]: {}}}},
+)
+async def segment(
+    request: Request,
+    room: str,
+    lang: str,
+    talk: str,
+    index: str,
+    token: str | None = Query(None, description="the talk's viewer token (with API keys)"),
+    offset: str | None = Query(None, description="as on the playlist"),
+) -> Response:
+    lang = _check_room_lang(room, lang)
+    offset_s = _offset(request, offset)
+    if not _operator(request) and not (
+            _TALK_ID.fullmatch(talk)
+            and _state(request).rooms.token_ok_for_talk(room, talk, token)):
+        raise _no_access()
+    if not _TALK_ID.fullmatch(talk) or not _INDEX.fullmatch(index):
+        raise _no_segment(room, talk, index)
+    source = _source(request)
+    try:
+        view = await source.talk(room, talk)
+        if view is None:
+            raise _no_segment(room, talk, index)
+        _lang_in_talk(view.record, lang)
+        body = await source.segment(view, lang, int(index), offset_s)
+    except HlsUnavailable as exc:
+        raise _unavailable(exc.what) from None
+    if body is None:
+        raise _no_segment(room, talk, index)
+    return Response(content=body, media_type=MEDIA_TYPE_SEGMENT, headers={
+        # a published segment never changes (app.rooms.hls)
+        "Cache-Control": f"max-age={max(60, math.ceil(source.timing.window_s))}",
+        "X-Content-Type-Options": "nosniff",  # a caption's markup is never run as a page
+    })
+
+
+def _no_segment(room: str, talk: str, index: str) -> APIError:
+    return APIError(404, f"Room '{room}' has no segment '{safe_echo(index, 12)}' of talk "
+                    f"'{safe_echo(talk, 32)}' (not published yet, or past the talk's end).",
+                    param="index", code="segment_not_found")

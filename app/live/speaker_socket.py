@@ -1,0 +1,23 @@
+"""What a speaker's connection needs of its socket: the seam between the live subsystem
+and its transports.
+
+Starlette's ``WebSocket`` is one (``WebSocket /v1/live``); ``app.live.whip.WhipSocket``
+is another, with no network behind it (a WHIP publisher's audio, framed as a live
+speaker's). Messages in are ASGI WebSocket messages (``{"type": "websocket.receive",
+"text" | "bytes": ...}`` or ``{"type": "websocket.disconnect"}``); frames out are the
+encoded JSON frames of API.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class SpeakerSocket(Protocol):
+    async def accept(self) -> None: ...
+
+    async def receive(self) -> dict[str, Any]: ...
+
+    async def send_text(self, data: str) -> None: ...
+
+    async def close(self, code: int = 1000, reason: str | None = None) -> None: ...

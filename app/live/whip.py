@@ -1,0 +1,309 @@
+"""WHIP ingest (RFC 9725): a WebRTC publisher, such as OBS, speaking into a room.
+
+The publisher POSTs an SDP offer; the server answers it with aiortc (a Python WebRTC
+stack), receives the Opus audio track, decodes it to PCM and speaks into the room exactly
+as a ``/v1/live`` audio speaker would: the session drives a ``LiveConnection``
+(``app.live.connection.serve``) through a ``WhipSocket``, a socket with no network behind
+it, whose incoming frames are the ``start`` the route composes, the track's PCM and, at
+the end, ``stop``. So admission, rooms, the recogniser, fan-out, viewers, the bus and
+the transcript are the same code as for any speaker, and a final is answered the same
+way. The frames the server sends back (``ready``, captions, errors, ``done``) are read
+for the session's state: the route answers the POST once ``ready`` (201) or a refusal
+(its error, as HTTP) arrives.
+
+ICE uses the host's own addresses; STUN or TURN servers only when the operator names them
+(``serve --whip-ice-server``). The session ends with ``DELETE`` on its resource, when the
+peer connection fails or closes, or when the track ends: each of these stops the talk as
+``stop`` does (the segment in progress becomes a final).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("livetrans.whip")
+
+MAX_OFFER_BYTES = 32_768  # an SDP offer is a few kilobytes
+PCM_RATE = 48_000  # Opus decodes at 48 kHz; the live socket resamples to the recogniser's
+FRAME_S = 0.2  # PCM per frame handed to the live connection
+QUEUE_FRAMES = 50  # frames waiting for the live connection (10 s); more are dropped
+READY_WAIT_S = 60.0  # the speech model may load on the first audio speaker
+STOP_WAIT_S = 120.0  # DELETE waits this long for the last final to be answered
+# the codecs aiortc decodes (RFC 7587 Opus, and G.711 which some encoders send)
+AUDIO_CODECS = ("opus", "pcmu", "pcma")
+
+
+class OfferError(ValueError):
+    """An offer the server cannot answer; ``code`` and ``message`` for a 400."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def check_offer(body: bytes) -> str:
+    """The offer's text, or ``OfferError``: not text, no audio, no codec the server
+    decodes. Checked before aiortc sees it, so each refusal says what was wrong."""
+    if len(body) > MAX_OFFER_BYTES:
+        raise OfferError("invalid_offer", f"SDP offer of {len(body)} bytes; the limit is "
+                         f"{MAX_OFFER_BYTES}")
+    try:
+        sdp = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise OfferError("invalid_offer", "the SDP offer is not UTF-8 text") from None
+    if not sdp.startswith("v=0"):
+        raise OfferError("invalid_offer", "the body is no SDP offer (it must start with "
+                         "'v=0')")
+    audio = _audio_sections(sdp)
+    if not audio:
+        raise OfferError("offer_without_audio", "the offer has no audio (m=audio); publish "
+                         "a stream with sound")
+    if not any(_codecs(section) & set(AUDIO_CODECS) for section in audio):
+        raise OfferError("unsupported_codec", "the offer's audio has no codec this server "
+                         f"decodes ({', '.join(AUDIO_CODECS)}); send Opus")
+    return sdp
+
+
+def _audio_sections(sdp: str) -> list[list[str]]:
+    sections: list[list[str]] = []
+    current: list[str] | None = None
+    for line in sdp.splitlines():
+        if line.startswith("m="):
+            current = [line] if line.startswith("m=audio") else None
+            if current is not None:
+                sections.append(current)
+        elif current is not None:
+            current.append(line)
+    return sections
+
+
+def _codecs(section: list[str]) -> set[str]:
+    names = set()
+    for line in section:
+        if line.startswith("a=rtpmap:"):
+            _, _, rest = line.partition(" ")
+            names.add(rest.split("/", 1)[0].strip().lower())
+    return names
+
+
+@dataclass
+class Refusal:
+    """The live connection refused the session: its error frame."""
+
+    code: str
+    message: str
+    param: str | None = None
+
+
+class WhipSocket:
+    """The live connection's socket for a WHIP session: frames in from a queue, frames out
+    read for the session's state (``SpeakerSocket`` of ``app.live.connection``)."""
+
+    def __init__(self, start: dict[str, Any]) -> None:
+        self.incoming: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.audio_frames = 0  # audio frames waiting in ``incoming``
+        self.dropped_s = 0.0  # audio dropped because the connection did not keep up
+        self.ready = asyncio.Event()  # 'ready' or a refusal arrived
+        self.refusal: Refusal | None = None
+        self.info: dict[str, Any] = {}  # the 'ready' frame
+        self.done = asyncio.Event()  # 'done' was sent, or the socket closed
+        self.errors = 0
+        self._stopped = False
+        self.incoming.put_nowait({"type": "websocket.receive", "text": json.dumps(start)})
+
+    # -- what the live connection calls ------------------------------------------------------
+    async def accept(self) -> None:
+        return None
+
+    async def receive(self) -> dict[str, Any]:
+        message = await self.incoming.get()
+        if message.get("bytes") is not None:
+            self.audio_frames -= 1
+        return message
+
+    async def send_text(self, data: str) -> None:
+        frame = json.loads(data)
+        kind = frame.get("type")
+        if kind == "ready":
+            self.info = frame
+            self.ready.set()
+        elif kind == "error":
+            self.errors += 1
+            if not self.ready.is_set():
+                self.refusal = Refusal(str(frame.get("code")), str(frame.get("message")),
+                                       frame.get("param"))
+                self.ready.set()
+        elif kind == "done":
+            self.done.set()
+
+    async def close(self, code: int = 1000, reason: str | None = None) -> None:
+        if not self.ready.is_set():
+            self.refusal = self.refusal or Refusal("closed", reason or "the session closed")
+            self.ready.set()
+        self.done.set()
+        self.incoming.put_nowait({"type": "websocket.disconnect", "code": code})
+
+    # -- what the session calls --------------------------------------------------------------
+    def push_audio(self, pcm: bytes) -> None:
+        """One frame of mono s16le PCM at ``PCM_RATE``; dropped (and counted) when the
+        connection has ``QUEUE_FRAMES`` waiting, so a stalled talk holds bounded memory."""
+        if self._stopped:
+            return
+        if self.audio_frames >= QUEUE_FRAMES:
+            self.dropped_s += len(pcm) / 2 / PCM_RATE
+            return
+        self.audio_frames += 1
+        self.incoming.put_nowait({"type": "websocket.receive", "bytes": pcm})
+
+    def push_stop(self) -> None:
+        """The talk ends: the connection recognises what is left and says 'done'."""
+        if not self._stopped:
+            self._stopped = True
+            self.incoming.put_nowait({"type": "websocket.receive",
+                                      "text": json.dumps({"type": "stop"})})
+
+
+class WhipSession:
+    """One publisher: its peer connection, its socket and the live connection's task."""
+
+    def __init__(self, room: str, socket: WhipSocket, pc: Any) -> None:
+        self.id = secrets.token_urlsafe(16)
+        self.room = room
+        self.socket = socket
+        self.pc = pc
+        self.task: asyncio.Task | None = None  # the live connection (``serve``)
+        self.pump: asyncio.Task | None = None  # the audio track into the socket
+        self.drains: list[asyncio.Task] = []  # other tracks, read and dropped
+
+    async def stop(self, wait_s: float = STOP_WAIT_S) -> None:
+        """End the talk as ``stop`` does, wait for 'done' (bounded), close the peer."""
+        self.socket.push_stop()
+        try:
+            await asyncio.wait_for(self.socket.done.wait(), wait_s)
+        except TimeoutError:
+            log.warning("a WHIP session's talk did not end within %.0f s", wait_s)
+        self.cancel_tasks()
+        await self.pc.close()
+
+    def cancel_tasks(self) -> None:
+        for task in [self.pump, *self.drains]:
+            if task is not None:
+                task.cancel()
+
+
+async def pump_audio(track: Any, socket: WhipSocket) -> None:
+    """The track's frames, decoded by aiortc, as mono s16le PCM frames of ``FRAME_S``,
+    until the track ends; then the talk stops."""
+    import av
+    from aiortc.mediastreams import MediaStreamError
+
+    resampler = av.AudioResampler(format="s16", layout="mono", rate=PCM_RATE)
+    chunk = int(FRAME_S * PCM_RATE) * 2
+    pending = bytearray()
+    try:
+        while True:
+            try:
+                frame = await track.recv()
+            except MediaStreamError:
+                break
+            for out in resampler.resample(frame):
+                pending += out.to_ndarray().tobytes()
+            while len(pending) >= chunk:
+                socket.push_audio(bytes(pending[:chunk]))
+                del pending[:chunk]
+        if pending:
+            socket.push_audio(bytes(pending))
+    finally:
+        socket.push_stop()
+
+
+async def discard(track: Any) -> None:
+    """Read a track nobody uses and drop its frames, so none pile up in aiortc's queue."""
+    from aiortc.mediastreams import MediaStreamError
+
+    try:
+        while True:
+            await track.recv()
+    except MediaStreamError:
+        return
+
+
+class WhipSessions:
+    """The server's WHIP sessions by resource id (each one a speaker, so already bounded
+    by ``--max-live-sessions``)."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, WhipSession] = {}
+
+    async def open(self, room: str, sdp: str, start: dict[str, Any],
+                   serve: Callable[[WhipSocket], Awaitable[None]],
+                   ice_servers: list[str]) -> tuple[WhipSession, str]:
+        """Answer ``sdp`` and start the talk: (session, SDP answer), or ``Refusal`` raised
+        as ``SessionRefused`` when the live connection refused ``start``."""
+        from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
+
+        socket = WhipSocket(start)
+        config = RTCConfiguration(iceServers=[RTCIceServer(urls=u) for u in ice_servers])
+        pc = RTCPeerConnection(configuration=config)
+        session = WhipSession(room, socket, pc)
+
+        @pc.on("track")
+        def on_track(track: Any) -> None:
+            if track.kind == "audio" and session.pump is None:
+                session.pump = asyncio.ensure_future(pump_audio(track, socket))
+            else:  # OBS sends its video too: declined below; whatever still comes, dropped
+                session.drains.append(asyncio.ensure_future(discard(track)))
+
+        @pc.on("connectionstatechange")
+        async def on_state() -> None:
+            if pc.connectionState in ("failed", "closed"):
+                socket.push_stop()
+
+        try:
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
+            for transceiver in pc.getTransceivers():
+                if transceiver.kind != "audio":
+                    transceiver.direction = "inactive"  # captions need the sound only
+            await pc.setLocalDescription(await pc.createAnswer())
+        except Exception as exc:  # noqa: BLE001 - aiortc's parse errors vary in type
+            await pc.close()
+            raise OfferError("invalid_offer", "the SDP offer could not be answered "
+                             f"({type(exc).__name__})") from None
+        session.task = asyncio.ensure_future(serve(socket))
+        try:
+            await asyncio.wait_for(socket.ready.wait(), READY_WAIT_S)
+        except TimeoutError:
+            socket.refusal = Refusal("not_ready", "the talk did not start in time; retry")
+        if socket.refusal is not None:
+            session.socket.push_stop()
+            await pc.close()
+            raise SessionRefused(socket.refusal)
+        self.sessions[session.id] = session
+        session.task.add_done_callback(lambda _t: self._ended(session))
+        return session, pc.localDescription.sdp
+
+    def _ended(self, session: WhipSession) -> None:
+        self.sessions.pop(session.id, None)
+        session.cancel_tasks()
+        asyncio.ensure_future(session.pc.close())
+
+    def get(self, room: str, resource: str) -> WhipSession | None:
+        session = self.sessions.get(resource)
+        return session if session is not None and session.room == room else None
+
+    async def close(self, session: WhipSession) -> None:
+        self.sessions.pop(session.id, None)
+        await session.stop()
+
+
+class SessionRefused(RuntimeError):
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal

@@ -1,0 +1,215 @@
+"""A talk's captions as an HLS subtitle rendition: the timeline of its WebVTT segments and
+the text of its media playlist and segments (RFC 8216; docs/captions-out-hls.md).
+
+Pure logic, no I/O: ``app.rooms.hls_source`` finds the talk, its lines and whether it runs,
+and ``app.api.hls`` serves what this module writes.
+
+**One clock.** A cue is a transcript line (``app.rooms.transcripts``) timed exactly as the
+transcript download times it (``formats.cue_ms``: from the segment's first caption to its
+final, in seconds from the talk's start, at least ``MIN_CUE_MS`` long). Segment ``i``
+covers talk seconds ``[i*D, (i+1)*D)`` (``D``: ``serve --hls-segment-s``). Every segment
+starts with ``X-TIMESTAMP-MAP`` mapping the talk's second 0 onto the video's presentation
+clock (90 kHz MPEG-TS ticks): ``offset`` seconds (``serve --hls-offset-s``, or ``offset=``
+on the playlist) is the video's presentation time at the talk's start; a negative one says
+the talk started before the video's time 0. The cue times themselves stay the talk's, so a
+segment reads like the downloaded transcript.
+
+**Segments never change once published.** A final is known only when it is made, up to
+a few seconds after its cue starts, and a player never fetches a segment twice. So:
+
+- segment ``i`` holds every cue that overlaps its window and whose final came before the
+  window's end plus a *hold* of one segment (RFC 8216 wants every cue shown during a
+  segment in it: a cue that spans windows is repeated in each; players drop repeats);
+- segment ``i`` is published (listed, served) only once the talk's clock passed the end
+  of its window plus the hold plus ``SETTLE_S`` (a final's write to the store, and the
+  clocks of replicas, may lag that much), so everything it holds is in the store by then.
+
+A cue whose final came later than the hold is missing from the segments published before
+it was known and is in every later segment it overlaps, the one where it ends at least.
+The content of a segment is therefore a function of the store alone: every replica, every
+request, live or after the talk, writes the same bytes. (Unless a final reaches the store
+later than ``SETTLE_S`` after it was made: while the store is away the recorder keeps
+finals and writes them when it is back, and segments published meanwhile lack them.)
+
+**The playlist.** While the talk runs: the published segments of the last
+``serve --hls-window-s`` (at least ``MIN_WINDOW_SEGMENTS``), ``EXT-X-MEDIA-SEQUENCE`` the
+first one's index. Once the talk ended: every segment from 0 (bounded by
+``ENDED_MAX_SEGMENTS``) and ``#EXT-X-ENDLIST``, so a player (or ``ffmpeg``) that comes after
+the talk gets every cue; the segments it shares with the live playlist are the same ones
+under the same sequence numbers. (RFC 8216 has a live playlist change only at its end and
+drop segments only at its start; listing the earlier segments again once the talk is over is
+a deliberate departure: players go by sequence numbers, and ffmpeg and hls.js follow it, as
+the tests check.) The ended playlist reaches at least as far as any live playlist did (the
+*live edge* ``app.rooms.hls_source`` keeps) and as far as the last cue.
+
+Each segment ends with a blank line: readers that concatenate the segments into one
+WebVTT stream (``ffmpeg``'s HLS demuxer) then see each next ``WEBVTT`` header as a block of
+its own, which they skip, rather than as more text of the previous cue.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import m3u8
+import webvtt
+
+from app.rooms.transcripts.formats import caption_text, cue_ms
+from app.rooms.transcripts.store import MAX_SECONDS, TranscriptLine
+
+SETTLE_S = 1.0  # a final's way into the store, and replicas' clocks, may lag this much
+MPEGTS_HZ = 90_000
+MPEGTS_MAX = 2 ** 33 - 1  # MPEG-TS timestamps have 33 bits
+MAX_OFFSET_S = 86_400.0  # a day: far inside the 33-bit clock (26.5 hours)
+MIN_WINDOW_SEGMENTS = 3  # RFC 8216 6.2.2: a live playlist spans three target durations
+ENDED_MAX_SEGMENTS = 10_800  # an ended playlist's bound: 12 hours of 4-second segments
+MEDIA_TYPE_PLAYLIST = "application/vnd.apple.mpegurl"
+MEDIA_TYPE_SEGMENT = "text/vtt; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Cue:
+    """A transcript line as a cue: its times in milliseconds, when its final was known
+    (talk seconds) and its one-line text."""
+
+    segment: int
+    start_ms: int
+    end_ms: int
+    known_s: float
+    text: str
+
+
+def cues_of(lines: Iterable[TranscriptLine]) -> list[Cue]:
+    """The lines that make a cue (text left after cleaning), timed as the transcript
+    download times them."""
+    cues = []
+    for line in lines:
+        text = caption_text(line.text)
+        if text:
+            start, end = cue_ms(line)
+            cues.append(Cue(line.segment, start, end, float(line.end_s), text))
+    return cues
+
+
+@dataclass(frozen=True)
+class HlsTiming:
+    """Segment length and live window (``serve --hls-segment-s``, ``--hls-window-s``)."""
+
+    segment_s: int = 4
+    window_s: int = 60
+
+    def __post_init__(self) -> None:
+        if self.segment_s < 1 or self.window_s < 1:
+            raise ValueError("segment_s and window_s must be at least 1")
+
+    @property
+    def hold_s(self) -> float:
+        """How long after its window a segment still takes finals of cues that began in it."""
+        return float(self.segment_s)
+
+    @property
+    def window_segments(self) -> int:
+        return max(MIN_WINDOW_SEGMENTS, math.ceil(self.window_s / self.segment_s))
+
+    @property
+    def max_segments(self) -> int:
+        """Segments in the longest talk the transcript can time."""
+        return math.ceil(MAX_SECONDS / self.segment_s) + 1
+
+    def ready_at(self, index: int) -> float:
+        """The talk second from which segment ``index`` is published."""
+        return (index + 1) * self.segment_s + self.hold_s + SETTLE_S
+
+    def published(self, talk_s: float) -> int:
+        """How many segments (0..n-1) are published at talk second ``talk_s``."""
+        if not math.isfinite(talk_s):
+            return 0
+        count = math.floor((talk_s - self.hold_s - SETTLE_S) / self.segment_s)
+        return min(max(count, 0), self.max_segments)
+
+    def covering(self, seconds: float) -> int:
+        """How many segments cover the talk's first ``seconds``."""
+        if not math.isfinite(seconds) or seconds <= 0:
+            return 0
+        return min(math.ceil(seconds / self.segment_s - 1e-9), self.max_segments)
+
+    def ended_count(self, edge_s: float, cues: Iterable[Cue]) -> int:
+        """Segments of an ended talk: as far as any live playlist reached (``edge_s``) and
+        as far as the last cue."""
+        last_ms = max((cue.end_ms for cue in cues), default=0)
+        return max(self.covering(edge_s), self.covering(last_ms / 1000))
+
+    def in_segment(self, cues: Iterable[Cue], index: int) -> list[Cue]:
+        """The cues of segment ``index`` (see the module's docstring), in segment order."""
+        start_ms = index * self.segment_s * 1000
+        end_ms = start_ms + self.segment_s * 1000
+        known_by = (index + 1) * self.segment_s + self.hold_s
+        return [cue for cue in cues
+                if cue.start_ms < end_ms and cue.end_ms > start_ms and cue.known_s < known_by]
+
+
+def clean_offset(value: float) -> float:
+    """An offset in seconds, to the millisecond, within ``MAX_OFFSET_S``; ``ValueError``
+    for one that is not a finite number in range."""
+    offset = float(value)
+    if not math.isfinite(offset) or abs(offset) > MAX_OFFSET_S:
+        raise ValueError(f"offset must be a number of seconds from -{MAX_OFFSET_S:g} to "
+                         f"{MAX_OFFSET_S:g}")
+    return round(offset, 3)
+
+
+def timestamp_map(offset_s: float) -> str:
+    """The ``X-TIMESTAMP-MAP`` line: the talk's second 0 at the video's presentation time
+    ``offset_s``. A negative offset maps the talk's second ``-offset_s`` onto time 0 (a
+    WebVTT timestamp cannot be negative, nor can an MPEG-TS one)."""
+    offset = clean_offset(offset_s)
+    if offset >= 0:
+        ticks = min(round(offset * MPEGTS_HZ), MPEGTS_MAX)
+        return f"X-TIMESTAMP-MAP=MPEGTS:{ticks},LOCAL:{_timestamp(0)}"
+    return f"X-TIMESTAMP-MAP=MPEGTS:0,LOCAL:{_timestamp(round(-offset * 1000))}"
+
+
+def _timestamp(ms: int) -> str:
+    hours, rest = divmod(max(int(ms), 0), 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    seconds, millis = divmod(rest, 1000)
+    return f"{hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}"
+
+
+def render_segment(cues: list[Cue], offset_s: float) -> str:
+    """One WebVTT segment: the timestamp map, the cues (identified by their caption
+    segment, text escaped as in the transcript download) and a closing blank line."""
+    captions = [webvtt.Caption(_timestamp(cue.start_ms), _timestamp(cue.end_ms),
+                               html.escape(cue.text, quote=False), identifier=str(cue.segment))
+                for cue in cues]
+    content = webvtt.WebVTT(captions=captions, metadata=[timestamp_map(offset_s)]).content
+    return content + "\n"
+
+
+def render_playlist(timing: HlsTiming, first: int, count: int, ended: bool,
+                    uri: Callable[[int], str]) -> str:
+    """The media playlist of segments ``first .. first+count-1`` (``uri(i)`` names each),
+    ended with ``#EXT-X-ENDLIST`` when the talk is over."""
+    playlist = m3u8.M3U8()
+    playlist.version = 3
+    playlist.target_duration = timing.segment_s
+    playlist.media_sequence = first
+    for index in range(first, first + count):
+        playlist.add_segment(m3u8.Segment(uri=uri(index), duration=timing.segment_s))
+    playlist.is_endlist = ended
+    return playlist.dumps()
+
+
+def live_range(timing: HlsTiming, published: int) -> tuple[int, int]:
+    """(first, count) of a running talk's playlist: its last published segments."""
+    count = min(published, timing.window_segments)
+    return published - count, count
+
+
+def ended_range(total: int) -> tuple[int, int]:
+    """(first, count) of an ended talk's playlist: all of it, within the bound."""
+    count = min(total, ENDED_MAX_SEGMENTS)
+    return total - count, count

@@ -1,0 +1,199 @@
+"""WHIP ingest (``POST /v1/rooms/{room}/whip``, RFC 9725) with a real WebRTC peer: aiortc as
+the publisher (as OBS would be), sending espeak-ng speech as Opus over loopback; the room's
+viewers get the recognised finals and their translations. And the offers, requests and
+second publishers the route refuses, each with one clear 4xx."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+import wave
+from pathlib import Path
+
+import httpx
+import pytest
+import websockets
+
+from tests.conftest import LiveServer
+from tests.speech import ESPEAK, SENTENCES, talk, wer
+
+aiortc = pytest.importorskip("aiortc", reason="aiortc (livetrans[speech]) is not installed")
+needs_espeak = pytest.mark.skipif(ESPEAK is None, reason="Debian package 'espeak-ng' is "
+                                  "not installed (make system-deps)")
+WAIT_S = 300  # a bound against hanging, never a latency
+
+
+def _wav(tmp_path: Path, sentences: list[str]) -> Path:
+    samples, rate = talk(tmp_path, sentences)
+    path = tmp_path / "talk.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(samples.astype("<i2").tobytes())
+    return path
+
+
+async def _offer(pc, track=None) -> str:  # noqa: ANN001
+    if track is not None:
+        pc.addTrack(track)
+    else:
+        pc.addTransceiver("audio", direction="sendonly")
+    await pc.setLocalDescription(await pc.createOffer())
+    return pc.localDescription.sdp
+
+
+def _whip_url(server, room: str, langs: str = "de") -> str:
+    return f"{server.url}/v1/rooms/{room}/whip?target_langs={langs}"
+
+
+@needs_espeak
+def test_a_webrtc_publisher_speaks_into_a_room_and_viewers_get_the_finals(
+        live_server, tmp_path) -> None:
+    from aiortc import RTCPeerConnection, RTCSessionDescription
+    from aiortc.contrib.media import MediaPlayer
+
+    room = "whip-" + uuid.uuid4().hex[:8]
+    wav = _wav(tmp_path, SENTENCES)
+
+    async def main() -> tuple[list[dict], int]:
+        viewer: list[dict] = []
+        pc = RTCPeerConnection()
+        player = MediaPlayer(str(wav))
+        played = asyncio.Event()
+
+        @player.audio.on("ended")
+        def on_ended() -> None:
+            played.set()
+
+        async with httpx.AsyncClient(timeout=WAIT_S) as client:
+            offer = await _offer(pc, player.audio)
+            r = await client.post(_whip_url(live_server, room, "de,ja"), content=offer,
+                                  headers={"Content-Type": "application/sdp"})
+            assert r.status_code == 201, r.text
+            assert r.headers["content-type"].startswith("application/sdp")
+            location = r.headers["location"]
+            assert location.startswith(f"/v1/rooms/{room}/whip/")
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=r.text, type="answer"))
+            url = live_server.url.replace("http://", "ws://")
+            async with websockets.connect(f"{url}/v1/live/watch?room={room}&lang=de") as watch:
+                assert json.loads(await watch.recv())["type"] == "joined"
+                await asyncio.wait_for(played.wait(), WAIT_S)
+                await asyncio.sleep(1.0)  # the last packets cross the loopback
+                deleted = await client.delete(live_server.url + location)
+                async with asyncio.timeout(WAIT_S):
+                    async for raw in watch:
+                        viewer.append(json.loads(raw))
+                        if viewer[-1]["type"] == "ended":
+                            break
+            again = await client.delete(live_server.url + location)
+        await pc.close()
+        return viewer, deleted.status_code, again.status_code
+
+    viewer, deleted, again = asyncio.run(main())
+    assert deleted == 200 and again == 404
+    finals = [f for f in viewer if f["type"] == "caption" and f["final"]]
+    heard = " ".join(f["source"] for f in finals)
+    assert wer(" ".join(SENTENCES), heard) <= 0.35, heard
+    assert all(f["text"].strip() for f in finals)
+    assert [f["segment"] for f in finals] == list(range(len(finals)))
+    assert viewer[-1]["type"] == "ended"
+
+
+def _post(server, room: str, sdp: str | bytes, content_type: str = "application/sdp",
+          langs: str = "de", headers: dict | None = None) -> httpx.Response:
+    return httpx.post(_whip_url(server, room, langs), content=sdp, timeout=120,
+                      headers={"Content-Type": content_type, **(headers or {})})
+
+
+def _audio_offer() -> str:
+    from aiortc import RTCPeerConnection
+
+    async def main() -> str:
+        pc = RTCPeerConnection()
+        try:
+            return await _offer(pc)
+        finally:
+            await pc.close()
+
+    return asyncio.run(main())
+
+
+def test_bad_offers_and_requests_get_one_clear_4xx(live_server) -> None:
+    offer = _audio_offer()
+    video_only = "\r\n".join(line for line in offer.replace("m=audio", "m=video")
+                             .replace("opus/48000/2", "VP8/90000").splitlines())
+    no_codec = offer.replace("opus/48000/2", "G722/8000").replace("PCMU/8000", "G729/8000") \
+                    .replace("PCMA/8000", "iLBC/8000")
+    cases = [
+        (_post(live_server, "r1", offer, content_type="text/plain"), 415,
+         "unsupported_media_type", None),
+        (_post(live_server, "r1", "hello"), 400, "invalid_offer", "sdp"),
+        (_post(live_server, "r1", b"\xff\xfe"), 400, "invalid_offer", "sdp"),
+        (_post(live_server, "r1", video_only), 400, "offer_without_audio", "sdp"),
+        (_post(live_server, "r1", no_codec), 400, "unsupported_codec", "sdp"),
+        (_post(live_server, "-bad room", offer), 400, "invalid_room", "room"),
+        (_post(live_server, "r1", offer, langs=""), 400, "invalid_request", "target_langs"),
+        (_post(live_server, "r1", offer, langs="xx"), 400, "unsupported_language",
+         "target_langs"),
+    ]
+    for response, status, code, param in cases:
+        body = response.json()
+        assert response.status_code == status, body
+        assert body["error"]["code"] == code and body["error"]["param"] == param, body
+    gone = httpx.delete(f"{live_server.url}/v1/rooms/r1/whip/nope", timeout=30)
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "whip_session_not_found"
+
+
+def test_a_second_publisher_for_a_room_with_a_speaker_is_a_conflict(live_server) -> None:
+    room = "taken-" + uuid.uuid4().hex[:8]
+    url = live_server.url.replace("http://", "ws://") + "/v1/live"
+    offer = _audio_offer()
+
+    async def main() -> httpx.Response:
+        async with websockets.connect(url) as ws:
+            await ws.send(json.dumps({"type": "start", "target_lang": "de", "room": room}))
+            assert json.loads(await ws.recv())["type"] == "ready"
+            return await asyncio.to_thread(_post, live_server, room, offer)
+
+    response = asyncio.run(main())
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "room_taken"
+
+
+def test_with_api_keys_a_publisher_needs_one() -> None:
+    with LiveServer(api_keys=["whip-key"]) as server:
+        offer = _audio_offer()
+        refused = _post(server, "keyed", offer)
+        assert refused.status_code == 401
+        assert refused.json()["error"]["code"] == "invalid_api_key"
+        admitted = _post(server, "keyed", offer, headers={"Authorization": "Bearer whip-key"})
+        assert admitted.status_code == 201, admitted.text
+        location = admitted.headers["location"]
+        ended = httpx.delete(server.url + location, timeout=WAIT_S,
+                             headers={"Authorization": "Bearer whip-key"})
+        assert ended.status_code == 200
+
+
+def test_an_offer_with_video_as_obs_sends_it_is_answered_for_the_sound_only(
+        live_server) -> None:
+    from aiortc import RTCPeerConnection
+
+    async def offer() -> str:
+        pc = RTCPeerConnection()
+        try:
+            pc.addTransceiver("video", direction="sendonly")
+            return await _offer(pc)
+        finally:
+            await pc.close()
+
+    room = "obs-" + uuid.uuid4().hex[:8]
+    sdp = asyncio.run(offer())
+    assert sdp.index("m=video") < sdp.index("m=audio")
+    answer = _post(live_server, room, sdp)
+    assert answer.status_code == 201, answer.text
+    video = answer.text[answer.text.index("m=video"):answer.text.index("m=audio")]
+    assert "a=inactive" in video
+    ended = httpx.delete(live_server.url + answer.headers["location"], timeout=WAIT_S)
+    assert ended.status_code == 200
