@@ -33,6 +33,7 @@ from fastapi import APIRouter, Query, Request, Response
 from app.api.errors import APIError
 from app.api.http.auth import bearer_key
 from app.api.state import ServerState
+from app.api.viewer_routes import check_room_and_lang, no_viewer_access
 from app.live.frames import safe_echo
 from app.rooms.hls import (
     MAX_OFFSET_S,
@@ -49,9 +50,7 @@ from app.rooms.hls_source import (
     RedisEdgeMarks,
     TalkView,
 )
-from app.rooms.registry import ROOM_MAX_CHARS, valid_room
 from app.rooms.transcripts.store import TalkRecord, retention_seconds
-from app.translation.prompts import UnsupportedLanguageError, check_language
 
 router = APIRouter()
 
@@ -95,26 +94,6 @@ def _unavailable(what: str) -> APIError:
     code = "room_bus_unavailable" if what == "room bus" else "transcript_unavailable"
     return APIError(503, f"The {what} cannot be reached now; retry shortly.", code=code,
                     headers={"Retry-After": str(RETRY_AFTER_S)})
-
-
-def _no_access() -> APIError:
-    return APIError(401, "This room's subtitles need the talk's viewer token (token=...), "
-                    "given to the speaker in 'ready', or an API key (Authorization: Bearer "
-                    "...); a token admits to one talk only.", param="token",
-                    code="invalid_token")
-
-
-def _check_room_lang(room: str, lang: str) -> str:
-    """The normalised language, or the 404 that names the field."""
-    if not valid_room(room):
-        raise APIError(404, f"Invalid room '{safe_echo(room, ROOM_MAX_CHARS)}': 1-"
-                       f"{ROOM_MAX_CHARS} characters of A-Z a-z 0-9 . _ -, starting with a "
-                       "letter or digit.", param="room", code="invalid_room")
-    try:
-        return check_language(lang[:16], "lang")
-    except UnsupportedLanguageError:
-        raise APIError(404, f"Unsupported language '{safe_echo(lang, 16)}'.", param="lang",
-                       code="unsupported_language") from None
 
 
 def _offset(request: Request, offset: str | None) -> float:
@@ -170,11 +149,11 @@ async def playlist(
     offset: str | None = Query(None, description="the video's presentation time (seconds) "
                                "at the talk's start; default serve --hls-offset-s"),
 ) -> Response:
-    lang = _check_room_lang(room, lang)
+    lang = check_room_and_lang(room, lang)
     offset_s = _offset(request, offset)
     operator = _operator(request)
     if not operator and not token:
-        raise _no_access()
+        raise no_viewer_access("this room's subtitles")
     source = _source(request)
     state = _state(request)
     try:
@@ -185,7 +164,7 @@ async def playlist(
             record = next((r for r in reversed(records)
                            if state.rooms.token_ok_for_talk(room, r.talk_id, token)), None)
             if record is None:
-                raise _no_access()
+                raise no_viewer_access("this room's subtitles")
         if record is None:
             raise APIError(404, f"Room '{room}' has no talk.", param="room",
                            code="invalid_room")
@@ -219,12 +198,12 @@ async def segment(
     token: str | None = Query(None, description="the talk's viewer token (with API keys)"),
     offset: str | None = Query(None, description="as on the playlist"),
 ) -> Response:
-    lang = _check_room_lang(room, lang)
+    lang = check_room_and_lang(room, lang)
     offset_s = _offset(request, offset)
     if not _operator(request) and not (
             _TALK_ID.fullmatch(talk)
             and _state(request).rooms.token_ok_for_talk(room, talk, token)):
-        raise _no_access()
+        raise no_viewer_access("this room's subtitles")
     if not _TALK_ID.fullmatch(talk) or not _INDEX.fullmatch(index):
         raise _no_segment(room, talk, index)
     source = _source(request)

@@ -33,11 +33,10 @@ from fastapi.responses import FileResponse
 from app.api.errors import APIError
 from app.api.http.auth import bearer_key
 from app.api.state import ServerState
-from app.live.frames import safe_echo
+from app.api.viewer_routes import check_room_and_lang, no_viewer_access
 from app.rooms.audience_link import BadBaseURL, current_talk, public_base, qr_svg, viewer_link
 from app.rooms.bus import BusUnavailable
-from app.rooms.registry import ROOM_MAX_CHARS, valid_room
-from app.translation.prompts import LANGUAGE_NAMES, UnsupportedLanguageError, check_language
+from app.translation.prompts import LANGUAGE_NAMES
 
 router = APIRouter()
 
@@ -46,26 +45,6 @@ PRINT_PATH = "/live/print"
 SCRIPT_PATH = "/pages/qr.js"
 RETRY_AFTER_S = 5
 _STATIC = Path(__file__).resolve().parents[1] / "static"
-
-
-def _no_access() -> APIError:
-    return APIError(401, "This room's QR code needs the current talk's viewer token "
-                    "(token=...), given to the speaker in 'ready', or an API key "
-                    "(Authorization: Bearer ...); a token admits to one talk only.",
-                    param="token", code="invalid_token")
-
-
-def _check_names(room: str, lang: str) -> str:
-    """The normalised language, or the 404 that says which name is wrong."""
-    if not valid_room(room):
-        raise APIError(404, f"Invalid room '{safe_echo(room, ROOM_MAX_CHARS)}': 1-"
-                       f"{ROOM_MAX_CHARS} characters of A-Z a-z 0-9 . _ -, starting with a "
-                       "letter or digit.", param="room", code="invalid_room")
-    try:
-        return check_language(lang[:16], "lang")
-    except UnsupportedLanguageError:
-        raise APIError(404, f"Unsupported language '{safe_echo(lang, 16)}'.", param="lang",
-                       code="unsupported_language") from None
 
 
 @router.get(
@@ -81,12 +60,12 @@ async def room_qr(
     token: str | None = Query(None, description="the talk's viewer token (with API keys)"),
 ) -> Response:
     state: ServerState = request.app.state.livetrans
-    lang = _check_names(room, lang)
+    lang = check_room_and_lang(room, lang)
     registry = state.rooms
     keys = state.auth.api_keys
     operator = not keys or bearer_key(request.headers.get("authorization", "")) in keys
     if not operator and not token:
-        raise _no_access()
+        raise no_viewer_access("this room's QR code")
     try:
         talk = await current_talk(registry, state.bus, room)
     except BusUnavailable:
@@ -95,7 +74,7 @@ async def room_qr(
                        headers={"Retry-After": str(RETRY_AFTER_S)}) from None
     if not operator and (talk is None
                          or not registry.token_ok_for_talk(room, talk.talk_id, token)):
-        raise _no_access()
+        raise no_viewer_access("this room's QR code")
     if talk is None:
         raise APIError(404, f"Room '{room}' has no talk now: a QR code links to a running "
                        "talk (with API keys, its viewer token exists only once it starts).",
