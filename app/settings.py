@@ -136,7 +136,7 @@ class ServerSettings(BaseSettings):
         default_factory=list, description="STUN/TURN server URLs for WHIP ingest (e.g. "
         "stun:stun.example.org:3478); none by default: ICE offers the host's addresses")
     max_audio_speakers: int = Field(
-        2, ge=1, description="audio speakers recognised at once (one recogniser thread for "
+        1, ge=1, description="audio speakers recognised at once (one recogniser thread for "
                              "all); one more gets a busy error frame at start")
     max_sessions: int = Field(1000, ge=1, description="sessions kept (least recently used go)")
     session_ttl_s: float = Field(1800.0, gt=0, description="idle seconds before a session expires")

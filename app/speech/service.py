@@ -100,7 +100,7 @@ class SpeechRecognition:
 
     def __init__(self, model_dir: str | None = None, threads: int = 1, device: str = "auto",
                  on_decode: Callable[[float, float], None] | None = None,
-                 max_speakers: int = 2, behind_s: float = BEHIND_S) -> None:
+                 max_speakers: int = 1, behind_s: float = BEHIND_S) -> None:
         self.model_dir = model_dir
         self.threads = threads
         self.device = device
