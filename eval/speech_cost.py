@@ -9,7 +9,7 @@ by the server's Whisper. The runs differ only in N, so what N costs shows as:
 
 * the text speaker's final latency (final sent to its caption, p50 / p95) and how many of
   its partials were still translated (the rest were coalesced away under load);
-* the audio speakers' end of speech to final caption (p50 / p95: recognition, its queue
+* the audio speakers' end of speech to final caption (p50 / p90 / p95: recognition, its queue
   on the recogniser's one thread, translation), their word error rate, and audio dropped;
 * the recogniser's compute per second of audio (its real-time factor on ``--asr-threads``).
 
@@ -173,6 +173,7 @@ class CostRun:
             "text_captions": self.text.captions, "text_finals": self.text.finals,
             "text_errors": len(self.text.errors),
             "audio_end_of_speech_to_final_s_p50": _pct(audio_lat, 50),
+            "audio_end_of_speech_to_final_s_p90": _pct(audio_lat, 90),
             "audio_end_of_speech_to_final_s_p95": _pct(audio_lat, 95),
             "audio_finals": sum(log.finals for log in self.audio),
             "audio_wer": None if not sources else round(
@@ -217,12 +218,13 @@ def cost_run(server: Any, talk: Talk, utterances: list[Stream], speakers: int,
 
 def cost_table(summaries: list[dict]) -> Table:
     t = Table(["audio speakers", "text final p50 s", "text final p95 s", "text captions",
-               "speech end→final p50 s", "speech end→final p95 s", "audio finals",
+               "speech end→final p50 s", "p90 s", "p95 s", "audio finals",
                "audio WER", "ASR compute / audio s", "audio dropped s", "errors"])
     for s in summaries:
         t.add(s["audio_speakers"], s["text_final_latency_s_p50"], s["text_final_latency_s_p95"],
               f"{s['text_captions']} ({s['text_finals']} finals)",
               s["audio_end_of_speech_to_final_s_p50"] or "-",
+              s.get("audio_end_of_speech_to_final_s_p90") or "-",
               s["audio_end_of_speech_to_final_s_p95"] or "-", s["audio_finals"],
               s["audio_wer"] if s["audio_wer"] is not None else "-",
               s["asr_real_time_factor"] or "-", s["dropped_audio_s"],
