@@ -190,6 +190,20 @@ class SpeechRecognition:
 
     # -- the worker thread -----------------------------------------------------------------
     def _run(self) -> None:
+        """The thread: ``_serve`` under a guard. A failure outside any one turn (a bug) is
+        logged with its traceback, ends the turns waiting then (their speakers hear of it:
+        ``recognition_failed``) and the thread goes on, so no speaker waits forever."""
+        while True:
+            try:
+                self._serve()
+                return
+            except Exception as exc:  # noqa: BLE001 - the point: it never ends silently
+                log.exception("the speech recogniser's thread failed; it goes on")
+                with self._cond:
+                    self._end_all(exc)
+                time.sleep(0.1)
+
+    def _serve(self) -> None:
         while True:
             with self._cond:
                 while not self._incoming and not self._turns and not self._stopping:

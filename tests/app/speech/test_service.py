@@ -143,3 +143,35 @@ def test_speakers_beyond_the_limit_are_busy_until_one_leaves(monkeypatch) -> Non
         asyncio.run(main())
     finally:
         speech.close()
+
+
+def test_a_failure_outside_any_turn_ends_the_waiting_turns_and_the_thread_goes_on(
+        monkeypatch) -> None:
+    """A bug in the scheduling itself fails the turns waiting then, never strands them."""
+    import app.speech.service as service
+
+    log: list[tuple[str, float]] = []
+    speech = SpeechRecognition(behind_s=WAIT_S)
+    calls = {"n": 0}
+    real_choose = service.choose
+
+    def failing_once(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("a bug in the decode order")
+        return real_choose(*args, **kwargs)
+
+    monkeypatch.setattr(service, "choose", failing_once)
+
+    async def main() -> list:
+        with pytest.raises(RuntimeError, match="decode order"):
+            await asyncio.wait_for(speech.feed(_stream("a", log), _tone(1.5)), WAIT_S)
+        ended = _stream("b", log)
+        return await asyncio.wait_for(
+            speech.feed(ended, np.concatenate([_tone(1.5), _silence(1.0)])), WAIT_S)
+
+    try:
+        events = asyncio.run(main())
+    finally:
+        speech.close()
+    assert [e.kind for e in events] == ["final"]
