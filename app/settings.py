@@ -132,6 +132,10 @@ class ServerSettings(BaseSettings):
                              "together (the rest stays with translation)")
     asr_device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="where Whisper runs: cuda when a GPU is there (auto), or cpu")
+    asr_window: Literal["fit", "full"] = Field(
+        "fit", description="Whisper's encoder window: fitted to the buffer (fit: about a "
+                           "quarter of the compute for short buffers) or faster-whisper's "
+                           "30 s (full)")
     whip_ice_servers: CommaList = Field(
         default_factory=list, description="STUN/TURN server URLs for WHIP ingest (e.g. "
         "stun:stun.example.org:3478); none by default: ICE offers the host's addresses")
@@ -233,7 +237,8 @@ class ServerSettings(BaseSettings):
     log_format: Literal["text", "json"] = Field(
         "text", description="log lines as text or one JSON object per line (with request_id)")
 
-    @field_validator("log_level", "log_format", "final_steps", "asr_device", mode="before")
+    @field_validator("log_level", "log_format", "final_steps", "asr_device", "asr_window",
+                     mode="before")
     @classmethod
     def _lowercase_choice(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value

@@ -72,7 +72,9 @@ from eval.speech_cost import cost_run, cost_table, espeak
 from eval.tables import Block, Table, markdown, show
 
 SAMPLES = Path(__file__).resolve().parent / "samples"
-RECOGNIZERS = ("whisper", "pocketsphinx")
+# whisper: as the server runs it (encoder window fitted to the buffer); whisper-full: the
+# 30 s window faster-whisper pads to, the baseline of the fitted window
+RECOGNIZERS = ("whisper", "whisper-full", "pocketsphinx")
 DATASETS = ("flores", "acl")
 LEAD_S = 0.5  # silence before the first sentence (an endpointer wants some to start from)
 PAUSE_S = 1.0  # silence after every sentence
@@ -129,10 +131,11 @@ class Stream(Protocol):
 
 
 class WhisperStream:
-    """``StreamingWhisper`` as the server runs it (its defaults), on a shared model."""
+    """``StreamingWhisper`` as the server runs it (its defaults, or another encoder
+    ``window``), on a shared model."""
 
-    def __init__(self, model: Any) -> None:
-        self.stream = StreamingWhisper(model=model)
+    def __init__(self, model: Any, window: str = "fit") -> None:
+        self.stream = StreamingWhisper(model=model, window=window)
 
     def feed(self, samples: np.ndarray) -> list[str]:
         return self._finals(self.stream.feed((samples / 32768.0).astype(np.float32)))
@@ -310,9 +313,10 @@ def _read(dataset: str, args: argparse.Namespace) -> list[str]:
 def _streams(names: list[str], args: argparse.Namespace) -> dict[str, Any]:
     """A factory of fresh streams per recogniser; models load here, once."""
     factories: dict[str, Any] = {}
-    if "whisper" in names:
+    if "whisper" in names or "whisper-full" in names:
         model = _whisper_model(args.asr_model, args.asr_threads)
         factories["whisper"] = lambda: WhisperStream(model)
+        factories["whisper-full"] = lambda: WhisperStream(model, window="full")
     if "pocketsphinx" in names:
         ps = load_pocketsphinx()
         factories["pocketsphinx"] = lambda: SphinxStream(ps)
@@ -352,7 +356,8 @@ def engine_cost(talk: Talk, speakers: list[int], args: argparse.Namespace) -> li
     out = []
     with LocalServer(model=args.model, n_threads=args.n_threads, asr_model=args.asr_model
                      and str(args.asr_model), asr_threads=args.asr_threads,
-                     max_live_sessions=max(speakers) + 2, max_queue_wait_s=3600,
+                     asr_window=args.asr_window, max_live_sessions=max(speakers) + 2,
+                     max_queue_wait_s=3600,
                      max_audio_speakers=max(1, max(speakers)),
                      log_level="warning") as server:
         for n in speakers:
@@ -382,7 +387,12 @@ def _parser() -> argparse.ArgumentParser:
                     help="first English sentences of each dataset's dev split")
     ap.add_argument("--recognizers", default=",".join(RECOGNIZERS),
                     type=comma_list(choices=RECOGNIZERS),
-                    help="comma-separated recognisers: whisper, pocketsphinx")
+                    help="comma-separated recognisers: whisper (as served), whisper-full "
+                         "(its 30 s encoder window, the baseline of the fitted one), "
+                         "pocketsphinx")
+    ap.add_argument("--asr-window", choices=("fit", "full"), default="fit",
+                    help="the server's Whisper encoder window in the --speakers runs (as "
+                         "serve --asr-window)")
     ap.add_argument("--asr-threads", type=positive_int, default=1,
                     help="CPU threads of Whisper's decodes (as serve --asr-threads); "
                          "PocketSphinx uses one")

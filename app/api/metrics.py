@@ -97,7 +97,8 @@ class Metrics:
             registry=r)
         self.asr_dropped_seconds = Counter(
             "livetrans_asr_dropped_audio_seconds_total", "seconds of audio dropped because "
-            "a speaker's backlog was full (audio_overrun)", registry=r)
+            "a speaker's backlog was full (audio_overrun) or a WHIP publisher's queue was",
+            registry=r)
 
         # pushes (app/live/outputs): YouTube captions and webhooks, per final caption
         self.output_finals = Counter(

@@ -37,7 +37,7 @@ class ServerState:
     auth: Auth = field(default_factory=Auth)
     shutting_down: bool = False
     live_connections: set = field(default_factory=set)
-    whip: WhipSessions = field(default_factory=WhipSessions)  # WHIP publishers (app.live.whip)
+    whip: WhipSessions = field(init=False)  # WHIP publishers (app.live.whip)
     # limits for /v1/live other than the settings' (tests); None: the settings' own
     live_limits: LiveLimits | None = None
     rooms: RoomRegistry = field(init=False)
@@ -60,7 +60,9 @@ class ServerState:
         )
         self.speech = SpeechRecognition(self.settings.asr_model, self.settings.asr_threads,
                                         self.settings.asr_device, on_decode=metrics.observe_asr,
-                                        max_speakers=self.settings.max_audio_speakers)
+                                        max_speakers=self.settings.max_audio_speakers,
+                                        window=self.settings.asr_window)
+        self.whip = WhipSessions(on_dropped=metrics.asr_dropped_seconds.inc)
 
     def live_services(self) -> LiveServices:
         """What the live subsystem (``app.live``) may use of this state, for one socket

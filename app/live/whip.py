@@ -106,7 +106,9 @@ class WhipSocket:
     """The live connection's socket for a WHIP session: frames in from a queue, frames out
     read for the session's state (``SpeakerSocket`` of ``app.live.connection``)."""
 
-    def __init__(self, start: dict[str, Any]) -> None:
+    def __init__(self, start: dict[str, Any],
+                 on_dropped: Callable[[float], None] | None = None) -> None:
+        self.on_dropped = on_dropped  # seconds of audio dropped (the server's metrics)
         self.incoming: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.audio_frames = 0  # audio frames waiting in ``incoming``
         self.dropped_s = 0.0  # audio dropped because the connection did not keep up
@@ -157,7 +159,10 @@ class WhipSocket:
         if self._stopped:
             return
         if self.audio_frames >= QUEUE_FRAMES:
-            self.dropped_s += len(pcm) / 2 / PCM_RATE
+            seconds = len(pcm) / 2 / PCM_RATE
+            self.dropped_s += seconds
+            if self.on_dropped is not None:
+                self.on_dropped(seconds)
             return
         self.audio_frames += 1
         self.incoming.put_nowait({"type": "websocket.receive", "bytes": pcm})
@@ -239,8 +244,10 @@ class WhipSessions:
     """The server's WHIP sessions by resource id (each one a speaker, so already bounded
     by ``--max-live-sessions``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_dropped: Callable[[float], None] | None = None) -> None:
         self.sessions: dict[str, WhipSession] = {}
+        # audio a publisher sent faster than its talk took it in (seconds; /metrics)
+        self.on_dropped = on_dropped
 
     async def open(self, room: str, sdp: str, start: dict[str, Any],
                    serve: Callable[[WhipSocket], Awaitable[None]],
@@ -249,7 +256,7 @@ class WhipSessions:
         as ``SessionRefused`` when the live connection refused ``start``."""
         from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 
-        socket = WhipSocket(start)
+        socket = WhipSocket(start, self.on_dropped)
         config = RTCConfiguration(iceServers=[RTCIceServer(urls=u) for u in ice_servers])
         pc = RTCPeerConnection(configuration=config)
         session = WhipSession(room, socket, pc)

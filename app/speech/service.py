@@ -100,8 +100,10 @@ class SpeechRecognition:
 
     def __init__(self, model_dir: str | None = None, threads: int = 1, device: str = "auto",
                  on_decode: Callable[[float, float], None] | None = None,
-                 max_speakers: int = 1, behind_s: float = BEHIND_S) -> None:
+                 max_speakers: int = 1, behind_s: float = BEHIND_S,
+                 window: str = "fit") -> None:
         self.model_dir = model_dir
+        self.window = window  # Whisper's encoder window (``app.speech.whisper_window``)
         self.threads = threads
         self.device = device
         self.max_speakers = max_speakers
@@ -150,7 +152,7 @@ class SpeechRecognition:
             raise SpeechBusyError(
                 f"server busy: {self.max_speakers} audio speakers are being recognised "
                 "(--max-audio-speakers); retry later")
-        stream = StreamingWhisper(model=model, language=language)
+        stream = StreamingWhisper(model=model, language=language, window=self.window)
         self._streams.add(stream)
         self._share()
         return stream

@@ -3,9 +3,10 @@ partials and voice-activity endpoints.
 
 Audio arrives as 16 kHz mono samples (``feed``). Silero VAD (shipped with faster-whisper)
 looks at the segment's buffer every ``vad_step_s`` of new audio; it is cheap (about 2 ms
-per second of buffer). Whisper is not: each decode runs its encoder over a 30 s window
-(about 1.2 s of one CPU thread for Whisper base, whatever the buffer's length), so decodes
-are rationed:
+per second of buffer). Whisper is not: a decode of a few seconds of speech takes about
+0.25 s of one CPU thread for Whisper base with its encoder window fitted to the buffer
+(``app.speech.whisper_window``, the default), 1.1-1.2 s over the 30 s window
+faster-whisper's ``transcribe`` pads to (``window="full"``), so decodes are rationed:
 
 * a **partial** decode of the whole buffer at most every ``step_s`` of audio, and no more
   often than the recogniser's measured decode time allows (``partial_share``: the share of
@@ -55,9 +56,14 @@ from app.speech.recognizer import (
     Transcriber,
     VoiceDetector,
 )
+from app.speech.whisper_window import FittedWindowTranscriber
 
-__all__ = ["END_PAD_S", "SAMPLE_RATE", "Decode", "SileroVad", "SpeechEvent", "StreamingWhisper",
-           "WhisperTranscriber", "load_whisper"]
+__all__ = ["END_PAD_S", "SAMPLE_RATE", "WINDOWS", "Decode", "SileroVad", "SpeechEvent",
+           "StreamingWhisper", "WhisperTranscriber", "load_whisper", "whisper_transcriber"]
+
+# Whisper's encoder window: ``fit`` the buffer (``app.speech.whisper_window``, the default)
+# or the ``full`` 30 s faster-whisper's ``transcribe`` always pads to
+WINDOWS = ("fit", "full")
 
 END_PAD_S = 0.3  # audio after the end of speech that a segment's last decode still hears
 # A segment cut at its length limit ends after a word that ended at least this long before
@@ -116,6 +122,14 @@ class WhisperTranscriber:
         return [Word(w.word, w.start, w.end) for s in segments for w in (s.words or [])]
 
 
+def whisper_transcriber(model: Any, window: str = "fit") -> Transcriber:
+    """The ``Transcriber`` over a faster-whisper model for an encoder ``window``."""
+    if window not in WINDOWS:
+        raise ValueError(f"unknown Whisper window {window!r}: one of {', '.join(WINDOWS)}")
+    full = WhisperTranscriber(model)
+    return FittedWindowTranscriber(model, fallback=full) if window == "fit" else full
+
+
 class SileroVad:
     """A ``VoiceDetector``: Silero VAD as shipped with faster-whisper (about 2 ms per
     second of buffer)."""
@@ -136,10 +150,11 @@ class StreamingWhisper:
                  max_segment_s: float = 20.0, device: str = "cpu",
                  model: Any | None = None, vad_step_s: float = 0.25,
                  partial_share: float = 0.5, transcriber: Transcriber | None = None,
-                 vad: VoiceDetector | None = None) -> None:
+                 vad: VoiceDetector | None = None, window: str = "fit") -> None:
         if transcriber is None:
-            transcriber = WhisperTranscriber(
-                model if model is not None else load_whisper(model_dir, threads, device))
+            transcriber = whisper_transcriber(
+                model if model is not None else load_whisper(model_dir, threads, device),
+                window)
         self.transcriber = transcriber
         self.vad = vad if vad is not None else SileroVad()
         self.language = language
