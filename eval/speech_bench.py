@@ -304,6 +304,13 @@ def _cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def window_fallbacks(stream: Any) -> int | None:
+    """Decodes a fitted Whisper window looped on and the full window redid (None: not a
+    fitted-window Whisper stream)."""
+    transcriber = getattr(getattr(stream, "stream", None), "transcriber", None)
+    return getattr(transcriber, "fallbacks", None)
+
+
 def _read(dataset: str, args: argparse.Namespace) -> list[str]:
     if dataset == "flores":
         return read_flores(args.flores_dir, "dev", "en")[: args.sentences]
@@ -385,7 +392,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="comma-separated datasets to speak: flores, acl")
     ap.add_argument("--sentences", type=positive_int, default=10, metavar="N",
                     help="first English sentences of each dataset's dev split")
-    ap.add_argument("--recognizers", default=",".join(RECOGNIZERS),
+    ap.add_argument("--recognizers", default="whisper,pocketsphinx",
                     type=comma_list(choices=RECOGNIZERS),
                     help="comma-separated recognisers: whisper (as served), whisper-full "
                          "(its 30 s encoder window, the baseline of the fitted one), "
@@ -438,9 +445,11 @@ def main(argv: list[str] | None = None) -> int:
         for talk in talks:
             for name in names:
                 bar.set_description(f"{name} {talk.dataset}")
-                run = replay(streams[name](), talk, args.chunk_ms / 1000, bar)
+                stream = streams[name]()
+                run = replay(stream, talk, args.chunk_ms / 1000, bar)
                 summaries.append(summarise(name, talk, run) | {
-                    "asr_threads": args.asr_threads, "chunk_ms": args.chunk_ms})
+                    "asr_threads": args.asr_threads, "chunk_ms": args.chunk_ms,
+                    "window_fallbacks": window_fallbacks(stream)})
     blocks: list[Block] = [results_table(summaries), examples_table(summaries),
                            f"WER: {WordErrorRate().signature}"]
     show(blocks)

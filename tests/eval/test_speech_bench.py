@@ -99,6 +99,7 @@ def test_both_recognisers_on_two_spoken_sentences(data_dir, tmp_path, capsys) ->
         assert all(p["latency_s"] is None or p["latency_s"] > 0 for p in s["per_sentence"])
         assert s["wer_counts"]["reference_words"] > 10
     whisper, sphinx = summaries
+    assert whisper["window_fallbacks"] >= 0 and sphinx["window_fallbacks"] is None
     # espeak's voice is hard on both; Whisper still hears far more of it (0.42 vs 0.9 here)
     assert whisper["finals"] == 2 and whisper["wer"] < min(0.6, sphinx["wer"]), summaries
     printed = capsys.readouterr().out
