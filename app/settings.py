@@ -63,8 +63,11 @@ class ModelSettings(BaseSettings):
 
     model: str | None = Field(None, description="GGUF path; default: bundled Gemma 3 270M")
     model_alias: str | None = Field(None, description="id shown in /v1/models")
-    prompt_format: Literal["few-shot", "chat-template"] | None = Field(
-        None, description="few-shot | chat-template (default: chosen from the model)"
+    prompt_format: Literal["few-shot", "chat-template", "chat-generic", "chat-gemma",
+                           "chat-qwen", "chat-llama", "chat-tower", "chat-smollm"] | None = Field(
+        None, description="few-shot | chat-template (family from the model) | chat-generic, "
+                          "chat-gemma, chat-qwen, chat-llama, chat-tower, chat-smollm "
+                          "(default: chosen from the model; docs/instruct-models.md)"
     )
     n_ctx: int = Field(4096, ge=256, description="context window in tokens")
     n_threads: int | None = Field(None, ge=1, description="CPU threads (default: all cores)")
@@ -236,12 +239,63 @@ class ServerSettings(BaseSettings):
         "info", description="critical, error, warning, info or debug")
     log_format: Literal["text", "json"] = Field(
         "text", description="log lines as text or one JSON object per line (with request_id)")
+    langs: CommaList = Field(
+        default_factory=list, description="the event's languages, e.g. en,de: only these "
+        "are served (others are refused: language_not_served), and a model whose vocabulary "
+        "can be trimmed is served as a copy trimmed to them, built on first start (about "
+        "half a minute) and cached, which is faster on a CPU. Default: "
+        "every language, the full model")
+    no_trim: bool = Field(False, description="with --langs: serve the full model, untrimmed")
+    corpus: CommaList = Field(
+        default_factory=list, description="LANG=FILE: the organiser's text in one of --langs "
+        "(a segment per line: slides, abstracts, earlier talks), counted for the trimmed "
+        "copy besides the built-in word lists")
 
     @field_validator("log_level", "log_format", "final_steps", "asr_device", "asr_window",
                      mode="before")
     @classmethod
     def _lowercase_choice(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("langs")
+    @classmethod
+    def _langs(cls, value: list[str]) -> list[str]:
+        from app.translation.prompts import UnsupportedLanguageError, check_language
+
+        langs: list[str] = []
+        for code in value:
+            try:
+                lang = check_language(code, "langs")
+            except UnsupportedLanguageError as exc:
+                raise ValueError(str(exc)) from None
+            if lang in langs:
+                raise ValueError(f"'{lang}' is named twice; name each language once")
+            langs.append(lang)
+        if len(langs) == 1:
+            raise ValueError(f"only '{langs[0]}' is named; name the speakers' language and "
+                             "the captions' (e.g. en,de)")
+        return langs
+
+    @field_validator("corpus")
+    @classmethod
+    def _corpus(cls, value: list[str]) -> list[str]:
+        from app.translation.prompts import UnsupportedLanguageError, check_language
+
+        entries = []
+        for entry in value:
+            lang, sep, path = entry.partition("=")
+            if not sep or not path.strip():
+                raise ValueError(f"'{entry}' is not LANG=FILE (e.g. de=talks/de.txt)")
+            try:
+                entries.append(f"{check_language(lang, 'corpus')}={path.strip()}")
+            except UnsupportedLanguageError as exc:
+                raise ValueError(str(exc)) from None
+        return entries
+
+    def corpus_files(self) -> list[tuple[str, Path]]:
+        """``--corpus`` as (language, file) pairs."""
+        return [(lang, Path(path).expanduser())
+                for lang, _, path in (e.partition("=") for e in self.corpus)]
 
     @field_validator("room_bus")
     @classmethod
@@ -328,6 +382,12 @@ class Settings(ServerSettings, ModelSettings):
             if not ok:
                 kind = "folder" if want_dir else "file"
                 raise SettingsError(f"{flag_of(name)}: no such {kind}: {path}")
+        for lang, path in self.corpus_files():
+            if lang not in self.langs:
+                raise SettingsError(f"{flag_of('corpus')} {lang}={path}: {lang} is not in "
+                                    f"--langs ({','.join(self.langs) or 'none given'})")
+            if not path.is_file():
+                raise SettingsError(f"{flag_of('corpus')}: no such file: {path}")
         if self.asr_model is not None:
             from app.speech.model_files import SpeechModelError, resolve_asr_model
 
@@ -342,7 +402,8 @@ def flag_of(name: str) -> str:
     flag is singular and repeatable (``--api-key``), as ``app.cli`` makes it."""
     flag = "--" + name.replace("_", "-")
     field = Settings.model_fields.get(name)
-    if field is not None and "list" in str(field.annotation) and flag.endswith("s"):
+    if field is not None and "list" in str(field.annotation) and flag.endswith("s") \
+            and not flag.endswith("us"):  # --corpus is singular already
         flag = flag[:-1]
     return f"{flag} (LIVETRANS_{name.upper()})"
 

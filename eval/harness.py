@@ -348,7 +348,9 @@ def main(argv: list[str] | None = None) -> int:
                          "METHOD@NAME (speedups against --model's AR); DICT_DIR: its "
                          "drafter tables (default --dict-dir); repeatable")
     ap.add_argument("--prompt-format", default=None,
-                    help="few-shot or chat-template (default: chosen from the model)")
+                    help="few-shot, chat-template (the family from the model) or "
+                         "chat-<family>: generic, gemma, qwen, llama, tower, smollm "
+                         "(default: chosen from the model)")
     ap.add_argument("--prompt-examples", type=int, default=None,
                     help="few-shot examples in the prompt (default: the server's)")
     ap.add_argument("--max-tokens", type=int, default=256,

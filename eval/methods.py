@@ -9,7 +9,9 @@ path:
   ``drafters`` (the drafter chain proposes tokens past the draft), ``stopdraft`` (the
   previous output's stop token kept at the draft's end and biased: the failure mode this
   project avoids), ``biastail`` (bias draft-final punctuation too), ``agreed`` (bias only
-  the draft prefix on which the two previous outputs agreed).
+  the draft prefix on which the two previous outputs agreed), ``noclean`` (an instruction
+  model's framing is counted but neither cut nor retried: what captions showed before
+  ``app.translation.framing``).
 
 The final policy (README "Faithful finals") is the server's default unless flags say
 otherwise: ``biasedfinal`` (finals verified with the partials' beta, the SSBD paper's
@@ -63,6 +65,7 @@ class Method:
     context: int | None = None
     glossary: bool | None = None
     glossary_steps: tuple[str, ...] = DEFAULT_OPTIONS.glossary_steps
+    clean_framing: bool = DEFAULT_OPTIONS.clean_framing
 
     @property
     def is_ar(self) -> bool:
@@ -86,6 +89,8 @@ _FLAGS: dict[str, dict] = {
     "glprompt": {"glossary_steps": ("prompt",)},
     "gldraft": {"glossary_steps": ("prompt", "draft")},
     "glnoprompt": {"glossary_steps": ("draft", "repair")},
+    # an instruction model's framing neither cut nor retried, only counted
+    "noclean": {"clean_framing": False},
 }
 
 
@@ -186,7 +191,7 @@ def options_for(method: Method, src_lang: str, tgt_lang: str, max_tokens: int,
         draft_guard=method.draft_guard, final_retry=method.final_retry,
         context=talk.context if method.context is None else method.context,
         glossary=talk.glossary if use_glossary else None,
-        glossary_steps=method.glossary_steps,
+        glossary_steps=method.glossary_steps, clean_framing=method.clean_framing,
     )
 
 
@@ -210,6 +215,8 @@ def http_fields(method: Method, src_lang: str, tgt_lang: str, max_tokens: int,
         missing.append("biastail (the draft tail's bias)")
     if method.stop_draft:
         missing.append("stopdraft (the newline after the draft)")
+    if not opts.clean_framing:
+        missing.append("noclean (framing left on an instruction model's answer)")
     if opts.glossary_steps != DEFAULT_OPTIONS.glossary_steps:
         missing.append("glprompt/gldraft/glnoprompt (how a glossary is enforced)")
     if missing:
@@ -243,7 +250,8 @@ def update_record(out: UpdateOutcome) -> dict:
     result, drafts = out.result, out.result.drafts
     counts = drafts.summary(len(result.tokens))  # as the ``livetrans`` object has them
     return {
-        "text": result.text.strip(), "token_ids": list(result.tokens),
+        # the caption's tokens (an instruction model's answer without its framing)
+        "text": result.text.strip(), "token_ids": list(out.shown_tokens),
         "tokens": len(result.tokens),
         "drafted": counts["draft_tokens"], "accepted": counts["accepted_tokens"],
         "ssbd_drafted": counts["ssbd_draft_tokens"],

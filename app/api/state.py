@@ -41,8 +41,10 @@ class ServerState:
     # limits for /v1/live other than the settings' (tests); None: the settings' own
     live_limits: LiveLimits | None = None
     rooms: RoomRegistry = field(init=False)
-    # a model written by ``livetrans trim-vocab`` serves only its languages (None: any)
+    # ``serve --langs``, or a model written by ``livetrans trim-vocab``, serves only these
+    # languages (None: any); langs_given: they came from --langs
     served_langs: frozenset[str] | None = None
+    langs_given: bool = False
     # speech in (``"input": "audio"`` on /v1/live); the model loads on the first speaker
     speech: SpeechRecognition = field(init=False)
     # rooms across replicas (``--room-bus``) and talk transcripts; opened at start-up
@@ -113,15 +115,19 @@ class ServerState:
 
 
     def unserved(self, langs: dict[str, str]) -> tuple[str, str] | None:
-        """The first ``(param, lang)`` of ``langs`` (param -> language) that the model was
-        not trimmed for, with the sentence that says so; None when every one is served.
-        A trimmed model spells another language's text in bytes: slow and poor, so it is
-        refused rather than translated badly."""
+        """The first ``(param, lang)`` of ``langs`` (param -> language) that this server
+        does not serve (``--langs``, or the languages its model was trimmed for), with the
+        sentence that says so; None when every one is served. A trimmed model spells
+        another language's text in bytes: slow and poor, so it is refused rather than
+        translated badly."""
         if self.served_langs is None:
             return None
         for param, lang in langs.items():
             if lang not in self.served_langs:
                 kept = ", ".join(sorted(self.served_langs))
+                if self.langs_given:
+                    return param, (f"This server serves {kept} (serve --langs); '{lang}' "
+                                   f"is not among them. Start it with {lang} in --langs.")
                 return param, (f"This server's model was trimmed to {kept} (livetrans "
                                f"trim-vocab); '{lang}' is not among them. Serve a model "
                                f"trimmed for {lang}, or the full model.")

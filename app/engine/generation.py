@@ -35,6 +35,13 @@ class GenerationRequest:
     # leading whitespace (``stop: [" "]`` would otherwise end every answer before its
     # first word, since outputs start with a space)
     client_stops: tuple[str, ...] = ()
+    # stops that end an answer once it has begun: matched only after text that is not a
+    # lead-in (empty, or a label line ending with a colon, "Here is the translation:");
+    # an instruction model's blank line (``app.translation.framing``)
+    answer_stops: tuple[str, ...] = ()
+    # whether the text before an answer stop holds an answer (None: text that is neither
+    # empty nor ends with a colon); the translator's knows lead-ins by their words
+    answer_begun: Callable[[str], bool] | None = None
     draft: Sequence[int] = ()  # SSBD draft: the previous translation's tokens
     beta: float = 0.0
     bias_limit: int | None = None  # draft positions >= this are verified without bias

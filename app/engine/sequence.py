@@ -65,7 +65,9 @@ class SequenceGeneration:
         self.bias_limit = len(self.draft) if req.bias_limit is None else req.bias_limit
         self.rng = np.random.default_rng(req.seed) if req.temperature > 0 else None
         self.selection = SelectionStats()
-        self.stream = TextStream(stop_strings=req.stop_strings, client_stops=req.client_stops)
+        self.stream = TextStream(stop_strings=req.stop_strings, client_stops=req.client_stops,
+                                 answer_stops=req.answer_stops,
+                                 answer_begun=req.answer_begun)
         self.out: list[int] = result.tokens
         self.result = result
         self.phase = Phase.PREFILL

@@ -9,6 +9,7 @@ turn out to be the start of a stop string (``"\\n"`` for few-shot prompts, or a 
 from __future__ import annotations
 
 import codecs
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -18,6 +19,10 @@ class TextStream:
 
     stop_strings: tuple[str, ...] = ()
     client_stops: tuple[str, ...] = ()  # matched only after the first non-space character
+    # matched only once the answer has begun: after text that is neither empty nor a
+    # lead-in ending with a colon ("Here is the translation:\n\n" goes on to the answer)
+    answer_stops: tuple[str, ...] = ()
+    answer_begun: Callable[[str], bool] | None = None  # default: ``answer_begun`` below
     _decoder: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
     )
@@ -59,7 +64,7 @@ class TextStream:
 
     def _stop_position(self) -> int | None:
         best: int | None = None
-        stops = self.stop_strings + self.client_stops
+        stops = self.stop_strings + self.client_stops + self.answer_stops
         # Only the region not yet emitted (plus a stop string's length) can hold a new match.
         start = max(0, self._emitted - max((len(s) for s in stops), default=0))
         text_begins = len(self._text) - len(self._text.lstrip())
@@ -68,6 +73,9 @@ class TextStream:
             if since >= len(self._text):
                 continue
             idx = self._text.find(stop, since)
+            begun = self.answer_begun or answer_begun
+            while idx != -1 and stop in self.answer_stops and not begun(self._text[:idx]):
+                idx = self._text.find(stop, idx + 1)
             if idx != -1 and (best is None or idx < best):
                 best = idx
         return best
@@ -75,9 +83,16 @@ class TextStream:
     def _held_back(self) -> int:
         """Length of the longest tail of the text that is a proper prefix of a stop string."""
         held = 0
-        for stop in self.stop_strings + self.client_stops:
+        for stop in self.stop_strings + self.client_stops + self.answer_stops:
             for n in range(min(len(stop) - 1, len(self._text)), 0, -1):
                 if self._text.endswith(stop[:n]):
                     held = max(held, n)
                     break
         return held
+
+
+def answer_begun(before: str) -> bool:
+    """The text before an answer stop holds an answer, not only a lead-in ending with a
+    colon."""
+    text = before.strip()
+    return bool(text) and not text.endswith((":", "："))

@@ -104,6 +104,27 @@ class LlamaVocab:
             self._eog_cache[token] = cached
         return cached
 
+    # -- what the file says about itself (a vocab-only load reads the metadata too) -------
+    def chat_template(self) -> str | None:
+        """The model's chat template (None without one, or once closed): the start-up
+        check of ``serve`` judges it without loading the weights."""
+        if self._owner is None:
+            return None
+        raw = self.ll.llama_model_chat_template(self._owner, None)
+        return raw.decode("utf-8", "replace") if raw else None
+
+    def metadata(self, key: str) -> str | None:
+        """A GGUF metadata value as text (None when the file has no such key)."""
+        if self._owner is None:
+            return None
+        buf = ctypes.create_string_buffer(4096)
+        n = self.ll.llama_model_meta_val_str(self._owner, key.encode(), buf, 4096)
+        return None if n < 0 else buf.value.decode("utf-8", "replace")
+
+    @property
+    def bos_token(self) -> int:
+        return int(self.ll.llama_vocab_bos(self.vocab))
+
     def identity(self) -> str:
         """A fingerprint of the tokenizer: size plus a hash of a sample of pieces."""
         h = hashlib.sha256(str(self.n_vocab).encode())

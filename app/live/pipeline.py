@@ -114,7 +114,9 @@ class LanguagePipeline:
             "revision": self.next_revision(update), "source": update.text,
             "text": outcome.text,
             "display_text": self.display(update.segment,
-                                         Translation(outcome.text, update.final, r.tokens)),
+                                         Translation(outcome.text, update.final,
+                                                     r.tokens if outcome.shown_tokens is None
+                                                     else outcome.shown_tokens)),
             "final": update.final,
             "stats": {
                 **draft_stats(r),

@@ -19,7 +19,11 @@ Kinds, in the order ``diagnose`` reports them (one kind per output):
   example's source (the model answered the prompt, not the speaker);
 * ``copy``: the output repeats the source's words instead of translating them;
 * ``wrong_script``: the output is written in a script the target language does not use
-  (Latin letters where Chinese or Japanese is expected, ...).
+  (Latin letters where Chinese or Japanese is expected, ...);
+* ``label``, ``quotes``, ``restated_source``, ``commentary`` (``FRAMING_KINDS``, only for
+  prompts whose answers are cleaned: instruction models on their chat template): framing
+  an instruction model put round the translation and ``app.translation.framing`` could not
+  take off (see ``find_framing``).
 
 The detectors are deliberately conservative: a false alarm costs a retry of a final, but
 they must catch the copies a 270M model produces for short fragments. What happens to each
@@ -34,7 +38,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-KINDS = ("loop", "prompt_example", "copy", "wrong_script")
+from app.translation.framing import find_framing
+
+FRAMING_KINDS = ("label", "quotes", "restated_source", "commentary")
+KINDS = ("loop", "prompt_example", "copy", "wrong_script", *FRAMING_KINDS)
 
 
 def fit_for_context(pathology: str | None) -> bool:
@@ -384,8 +391,12 @@ def reproduces_example(output: str, source: str, examples: Sequence[tuple[str, s
 
 
 def diagnose(output: str, source: str, target_lang: str, *,
-             examples: Sequence[tuple[str, str]] = (), runaway: bool = False) -> str | None:
-    """The first pathology ``output`` shows (a name from ``KINDS``), or None."""
+             examples: Sequence[tuple[str, str]] = (), runaway: bool = False,
+             framing: bool = False) -> str | None:
+    """The first pathology ``output`` shows (a name from ``KINDS``), or None.
+
+    ``framing``: the answer of an instruction model, where framing round the translation
+    is looked for too (``FRAMING_KINDS``); a base model's few-shot line has none."""
     if runaway or loops(output):
         return "loop"
     if not output.strip():
@@ -394,6 +405,8 @@ def diagnose(output: str, source: str, target_lang: str, *,
         return "prompt_example"
     if copies_source(output, source):
         return "copy"
+    if framing and (found := find_framing(output, source)) is not None:
+        return found.kind
     if wrong_script(output, target_lang):
         return "wrong_script"
     return None

@@ -17,8 +17,10 @@ sentences below were written for this project (none come from FLORES or ACL 60/6
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+
+from app.translation.families import FAMILIES, SHOT_EXAMPLES, Family, detect_family, family_named
 
 LANGUAGE_NAMES: dict[str, str] = {
     "en": "English",
@@ -203,6 +205,10 @@ class TranslationPrompt:
     stop_strings: tuple[str, ...] = ()
     stop_at_newline: bool = False
     add_bos: bool = True
+    # an instruction model's answer: it ends at a blank line once begun, and the framing
+    # such models add is taken off and diagnosed (``app.translation.framing``)
+    answer_stops: tuple[str, ...] = ()
+    clean_framing: bool = False
 
     @property
     def text(self) -> str:
@@ -289,30 +295,38 @@ class FewShotFormat:
 
 _SLOT = "\x00livetrans-user-{}\x00"
 
+# An instruction model's answer ends at a line break once it has begun
+# (``GenerationRequest.answer_stops``; a lead-in line such as "Here is the translation:"
+# does not count): a caption is one line, as its source is (``clean_source``), so what
+# follows is commentary or a second answer ("\n\nIn German, the translation is: ...").
+ANSWER_STOPS = ("\n",)
+
+
+class ChatTemplateError(ValueError):
+    """The model's chat template cannot carry a translation prompt."""
+
 
 @dataclass(frozen=True)
 class ChatTemplateFormat:
-    """One user turn through the model's own chat template (instruction-tuned models)."""
+    """One user turn through the model's own chat template (instruction-tuned models).
+
+    ``family`` (``app.translation.families``) says what goes into the turns: a system
+    turn, example turns, the end-of-turn stop, Tower's prompt. Answers are cleaned of the
+    framing instruction models add (``TranslationPrompt.clean_framing``)."""
 
     template: str
     bos_token: str = ""
     eos_token: str = ""
     name: str = "chat-template"
     extra_stops: tuple[str, ...] = field(default=())
+    family: Family = FAMILIES["generic"]
 
     def render_chat(self, messages: list[dict[str, str]]) -> TranslationPrompt:
         """Render through the template with placeholders, then put the user text back as
         user parts: the template's own markup is ours, the message contents are data."""
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         slots = [_SLOT.format(i) for i in range(len(messages))]
-        text = env.from_string(self.template).render(
-            messages=[{**m, "content": slot} for m, slot in zip(messages, slots, strict=True)],
-            add_generation_prompt=True,
-            bos_token=self.bos_token,
-            eos_token=self.eos_token,
-        )
+        text = self._render([{**m, "content": slot} for m, slot in
+                             zip(messages, slots, strict=True)], generation_prompt=True)
         parts: list[PromptPart] = []
         for i, slot in enumerate(slots):
             before, found, text = text.partition(slot)
@@ -322,11 +336,46 @@ class ChatTemplateFormat:
             parts += [ours(before), user(messages[i]["content"])]
         parts.append(ours(text))
         # The template writes the BOS itself when it wants one.
-        return TranslationPrompt(parts=tuple(parts), stop_strings=self.extra_stops,
+        return TranslationPrompt(parts=tuple(parts),
+                                 stop_strings=self.extra_stops + self.family.stops,
                                  add_bos=False)
 
+    def _render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        return env.from_string(self.template).render(
+            messages=messages, add_generation_prompt=generation_prompt,
+            bos_token=self.bos_token, eos_token=self.eos_token)
+
+    def check(self) -> None:
+        """Refuse a template that cannot carry the prompt (``ChatTemplateError``): one
+        that fails to render, drops the user turn, or opens no answer turn. Served, such
+        a model would answer with the template's own text."""
+        slot = _SLOT.format(0)
+        messages = [{"role": "user", "content": slot}]
+        if self.family.system:
+            messages.insert(0, {"role": "system", "content": "-"})
+        try:
+            with_prompt = self._render(messages, generation_prompt=True)
+            without = self._render(messages, generation_prompt=False)
+        except Exception as exc:  # noqa: BLE001 - any template error is the same verdict
+            raise ChatTemplateError(
+                f"its chat template fails to render for the {self.family.name} family "
+                f"({type(exc).__name__}: {_one_line(str(exc))})") from None
+        if slot not in with_prompt:
+            raise ChatTemplateError("its chat template drops the user turn")
+        tail = with_prompt.rsplit(slot, 1)[1]
+        opens_answer = with_prompt != without or re.search(
+            r"(?i)(assistant|model)\W*$", tail.strip()) is not None
+        if not opens_answer:
+            raise ChatTemplateError("its chat template has no generation prompt "
+                                    "(add_generation_prompt adds no answer turn)")
+
     def examples(self, source_lang: str, target_lang: str) -> list[tuple[str, str]]:
-        return []
+        """The example pairs the family's shots show (for the leakage detector)."""
+        return [(FEW_SHOT_EXAMPLES[source_lang][i], FEW_SHOT_EXAMPLES[target_lang][i])
+                for i in SHOT_EXAMPLES[: self.family.shots]]
 
     def retry_translation(self, source: str, source_lang: str, target_lang: str,
                           context: Sequence[tuple[str, str]] = (),
@@ -336,31 +385,50 @@ class ChatTemplateFormat:
             source, source_lang, target_lang,
             insist=f" The text may be unfinished: translate what is there into "
                    f"{LANGUAGE_NAMES[target_lang]}; never repeat it in "
-                   f"{LANGUAGE_NAMES[source_lang]}.", context=context, terms=terms)
+                   f"{LANGUAGE_NAMES[source_lang]}, never add a label, quotes or a note.",
+            context=context, terms=terms)
+
+    def _request(self, source: str, source_lang: str, target_lang: str, insist: str,
+                 required: str = "") -> str:
+        """One user turn's content: the request and the source (all of it data)."""
+        src_name, tgt_name = LANGUAGE_NAMES[source_lang], LANGUAGE_NAMES[target_lang]
+        if self.family.style == "tower":
+            return (f"Translate the following text from {src_name} into {tgt_name}."
+                    f"{insist}\n{required}{src_name}: {clean_source(source)}\n{tgt_name}:")
+        return (f"Translate the following {src_name} text into {tgt_name}. Reply with the "
+                f"translation only.{insist}\n\n{required}{clean_source(source)}")
 
     def translation(self, source: str, source_lang: str, target_lang: str,
                     insist: str = "", context: Sequence[tuple[str, str]] = (),
                     terms: Sequence[tuple[str, str]] = ()) -> TranslationPrompt:
-        """One user turn per source: the talk's previous finals (``context``) as earlier
-        user / assistant turns, the glossary entries that apply (``terms``) as a list in
-        the last turn. All of it is message content, which ``render_chat`` keeps as data."""
-        instruction = (
-            f"Translate the following {LANGUAGE_NAMES[source_lang]} text into "
-            f"{LANGUAGE_NAMES[target_lang]}. Reply with the translation only.{insist}\n\n"
-        )
+        """One user turn per source: the family's example turns, then the talk's previous
+        finals (``context``) as earlier user / assistant turns, the glossary entries that
+        apply (``terms``) as a list in the last turn. All of it is message content, which
+        ``render_chat`` keeps as data."""
+        src_name, tgt_name = LANGUAGE_NAMES[source_lang], LANGUAGE_NAMES[target_lang]
         messages: list[dict[str, str]] = []
-        for src, tgt in context:
-            messages += [{"role": "user", "content": instruction + clean_source(src)},
+        if self.family.system:
+            messages.append({"role": "system", "content": (
+                f"You translate {src_name} into {tgt_name}. You reply with the {tgt_name} "
+                f"translation only: no label, no quotes, no notes, no explanation.")})
+        for src, tgt in [*self.examples(source_lang, target_lang), *context]:
+            messages += [{"role": "user",
+                          "content": self._request(src, source_lang, target_lang, insist)},
                          {"role": "assistant", "content": clean_source(tgt)}]
         required = ""
         if terms:
             required = "Use these terms: " + "; ".join(
                 f"{clean_source(s)} = {clean_source(t)}" for s, t in terms) + "\n\n"
-        messages.append({"role": "user",
-                         "content": instruction + required + clean_source(source)})
+        messages.append({"role": "user", "content": self._request(
+            source, source_lang, target_lang, insist, required)})
         rendered = self.render_chat(messages)
         return TranslationPrompt(parts=rendered.parts, source=clean_source(source),
-                                 stop_strings=rendered.stop_strings, add_bos=False)
+                                 stop_strings=rendered.stop_strings, add_bos=False,
+                                 answer_stops=ANSWER_STOPS, clean_framing=True)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:200]
 
 
 PromptFormat = FewShotFormat | ChatTemplateFormat
@@ -375,20 +443,33 @@ def render_plain_chat(messages: list[dict[str, str]]) -> TranslationPrompt:
     return TranslationPrompt(parts=tuple(parts), stop_strings=("\nUser:",), add_bos=True)
 
 
-def choose_prompt_format(
-    chat_template: str | None, bos_token: str = "", eos_token: str = "", force: str | None = None
-) -> PromptFormat:
-    """Pick the format from the model: a chat template means an instruction model.
+FORMAT_NAMES = ("few-shot", "chat-template", *(f"chat-{name}" for name in FAMILIES))
 
-    Gemma 3 *base* GGUFs also carry a chat template, so ``force`` lets the caller override;
-    the engine forces few-shot for models whose name says they are base models.
+
+def choose_prompt_format(
+    chat_template: str | None, bos_token: str = "", eos_token: str = "", force: str | None = None,
+    metadata: Mapping[str, str | None] | None = None,
+) -> PromptFormat:
+    """Pick the format from the model: a chat template means an instruction model, whose
+    family (``app.translation.families``) comes from ``metadata`` and the template.
+
+    Gemma 3 *base* GGUFs also carry a chat template, so ``force`` lets the caller override:
+    ``few-shot``, ``chat-template`` (the family from the metadata) or ``chat-<family>``.
+    A chat template that cannot carry the prompt is refused (``ChatTemplateError``).
     """
-    if force not in (None, "few-shot", "chat-template"):
-        raise ValueError(f"unknown prompt format {force!r}")
-    if force == "chat-template" and not chat_template:
+    if force not in (None, *FORMAT_NAMES):
+        raise ValueError(f"unknown prompt format {force!r} ({', '.join(FORMAT_NAMES)})")
+    if force is not None and force != "few-shot" and not chat_template:
         # silently falling back would make a chat-template measurement a few-shot one
-        raise ValueError("prompt format 'chat-template' asked for, but the model carries no "
+        raise ValueError(f"prompt format {force!r} asked for, but the model carries no "
                          "chat template: use 'few-shot' or a model with one")
     if force == "few-shot" or not chat_template:
         return FewShotFormat()
-    return ChatTemplateFormat(template=chat_template, bos_token=bos_token, eos_token=eos_token)
+    if force in (None, "chat-template"):
+        family = FAMILIES[detect_family(metadata or {}, chat_template)]
+    else:
+        family = family_named(force[len("chat-"):])
+    fmt = ChatTemplateFormat(template=chat_template, bos_token=bos_token, eos_token=eos_token,
+                             family=family)
+    fmt.check()
+    return fmt

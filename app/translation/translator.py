@@ -28,8 +28,21 @@ from app.translation.backend import (
     GenerationResult,
     TranslationBackend,
 )
+from app.translation.framing import (
+    StreamCleaner,
+    answer_begun,
+    clean_framing,
+    cut_framing,
+    held_back,
+)
 from app.translation.glossary import Term, applicable, missed, with_target_terms
-from app.translation.pathology import diagnose, fit_for_context, loop_cut, loops
+from app.translation.pathology import (
+    FRAMING_KINDS,
+    diagnose,
+    fit_for_context,
+    loop_cut,
+    loops,
+)
 from app.translation.prompts import (
     PromptFormat,
     TranslationPrompt,
@@ -89,6 +102,11 @@ class TranslateOptions:
     # request field): its entries shown as data in the prompt, target terms drafted where
     # the model begins them, a final that misses one decoded once more.
     glossary_steps: tuple[str, ...] = ("prompt", "draft", "repair")
+    # Instruction models (chat-template prompts): the answer ends at a line break once
+    # begun, and labels, quotes, a restated source and notes are taken off; what framing
+    # remains is a pathology (``app.translation.framing``). Off only to measure what it does
+    # (eval's ``+noclean``): framing is then still diagnosed, but neither cut nor retried.
+    clean_framing: bool = True
 
     def uses(self, name: str) -> bool:
         return self.drafters is None or name in self.drafters
@@ -114,6 +132,8 @@ class TranslationOutcome:
     retried: str | None = None  # a final translated again from scratch, and why
     # {"applied": n, "missed": [source terms]} when the request had a glossary
     glossary: dict | None = None
+    # the tokens of ``text`` (for a display policy that counts tokens); None: the result's
+    shown_tokens: list[int] | None = None
 
 
 def masked_tokens(tokens: list[int], mask_k: int, is_final: bool) -> list[int]:
@@ -183,6 +203,10 @@ class UpdateOutcome:
     cut: bool = False  # a looping final's text was cut where the loop starts
     terms: list[Term] = field(default_factory=list)  # glossary entries that applied
     missed: list[str] = field(default_factory=list)  # ... whose target term is not out
+    # the caption's text and tokens: the answer, or an instruction model's answer without
+    # its framing (and, for a partial, without a tail that may still become framing)
+    caption: str | None = None
+    shown_tokens: list[int] = field(default_factory=list)
 
 
 async def _generate(backend: TranslationBackend, prompt: TranslationPrompt,
@@ -194,7 +218,7 @@ async def _generate(backend: TranslationBackend, prompt: TranslationPrompt,
     stops = tuple(prompt.stop_strings)
     if prompt.stop_at_newline:
         stops += ("\n",)
-    return await backend.generate(GenerationRequest(
+    result = await backend.generate(GenerationRequest(
         prompt_tokens=tokenize_prompt(prompt, backend.tokenize),
         max_tokens=min(opts.max_tokens, translation_token_cap(backend, prompt.source)),
         stop_strings=stops,
@@ -211,7 +235,28 @@ async def _generate(backend: TranslationBackend, prompt: TranslationPrompt,
         cancel=cancel,
         on_text=on_text,
         stop_on_loop=True,
+        answer_stops=prompt.answer_stops if cleans(prompt, opts) else (),
+        answer_begun=(lambda before: answer_begun(before, prompt.source))
+        if cleans(prompt, opts) else None,
     ))
+    if cleans(prompt, opts):
+        result = replace(result, text=clean_framing(result.text, prompt.source).text)
+    return result
+
+
+def cleans(prompt: TranslationPrompt, opts: TranslateOptions) -> bool:
+    """Whether an answer to ``prompt`` is cleaned of framing (``app.translation.framing``):
+    an instruction model's answer, unless the options turn cleaning off."""
+    return prompt.clean_framing and opts.clean_framing
+
+
+def shown_tokens(backend: TranslationBackend, result: GenerationResult) -> list[int]:
+    """The tokens of what the caption shows: the decoded tokens, or, where cleaning took
+    framing off, the cleaned text's own tokens (the next draft is the cleaned translation,
+    never a label or a quote the model wrapped round it)."""
+    if backend.detokenize(result.tokens).strip() == result.text.strip():
+        return list(result.tokens)
+    return backend.tokenize(result.text.strip(), add_bos=False) if result.text.strip() else []
 
 
 async def run_update(
@@ -274,16 +319,23 @@ async def run_update(
     result = await _generate(backend, prompt, opts, update_beta(opts, is_final), draft,
                              bias_limit, chain, cancel, on_text, drafter_beta)
     cap = translation_token_cap(backend, prompt.source)
-    pathology = diagnose_output(result, prompt.source, opts, examples, cap)
+    framing = prompt.clean_framing
+    pathology = diagnose_output(result, prompt.source, opts, examples, cap, framing)
     retried, retry_ms, cut = None, 0.0, False
     # Not for a streamed answer (``on_text``): its text is out already and cannot change.
     repairable = is_final and on_text is None and result.finish_reason != "cancelled"
-    if repairable and pathology and opts.final_retry and retry_prompt is not None:
+    # framing with cleaning off is only counted (what the caption would have shown)
+    acted_on = pathology not in FRAMING_KINDS or cleans(prompt, opts)
+    if repairable and pathology and acted_on and opts.final_retry and \
+            retry_prompt is not None:
         retried = pathology
         result, pathology, retry_ms = await _retry(backend, result, pathology, prompt.source,
                                                    opts, examples, retry_prompt, cancel, cap)
     if repairable and pathology == "loop" and opts.final_retry:
         result, cut = cut_loop(result, ran_away(result, opts, cap))
+    if is_final and pathology in FRAMING_KINDS and cleans(prompt, opts):
+        # still framed after the retry: the caption ends where the framing starts
+        result, cut = replace(result, text=cut_framing(result.text, prompt.source)), True
     missing = missed(terms, result.text)
     if repairable and missing and opts.final_retry and "repair" in opts.glossary_steps:
         # also for a final that is still a copy or a loop: a repair that is clean and
@@ -305,16 +357,29 @@ async def run_update(
                 break
     if is_final and missing and pathology is None:
         pathology = "glossary_miss"
-    shown = masked_tokens(result.tokens, opts.mask_k, is_final)
-    display = result.text if shown is result.tokens else backend.detokenize(shown)
+    cleaned = cleans(prompt, opts)
+    tokens = shown_tokens(backend, result) if cleaned else list(result.tokens)
+    caption, caption_tokens = result.text.strip(), tokens
+    if cleaned and not is_final:  # no "Here is" flickers in: held back until it cannot be
+        caption = held_back(cut_framing(caption, prompt.source), prompt.source,
+                            opts.target_lang)
+        if caption != result.text.strip():
+            caption_tokens = backend.tokenize(caption, add_bos=False) if caption else []
+    shown = masked_tokens(caption_tokens, opts.mask_k, is_final)
+    display = caption if len(shown) == len(caption_tokens) else backend.detokenize(shown)
     guard = pathology if opts.draft_guard else None
     # a loop is no draft whatever the guard: biased, the next update would keep repeating it
     if pathology == "loop":
         guard = "loop"
+    # nor is framing: a draft carries it forward
+    if pathology in FRAMING_KINDS and cleaned:
+        guard = pathology
     dropped = "loop" if result.runaway else guard
+    draft = tokens if next_draft(result, guard) else []
     return UpdateOutcome(result=result, display=display.strip(), pathology=pathology,
-                         retried=retried, retry_ms=retry_ms, draft=next_draft(result, guard),
-                         dropped=dropped, cut=cut, terms=terms, missed=missing)
+                         retried=retried, retry_ms=retry_ms, draft=draft,
+                         dropped=dropped, cut=cut, terms=terms, missed=missing,
+                         caption=caption, shown_tokens=caption_tokens)
 
 
 def _no_bos(backend: TranslationBackend) -> Callable[[str], list[int]]:
@@ -348,7 +413,8 @@ async def _repair_terms(backend: TranslationBackend, first: GenerationResult,
                       {GlossaryContinuation.name: GLOSSARY_BETA,
                        GlossaryStart.name: GLOSSARY_START_BETA})
     still = missed(terms, again.text)
-    clean = diagnose_output(again, prompt.source, opts, examples, cap) is None
+    clean = diagnose_output(again, prompt.source, opts, examples, cap,
+                            prompt.clean_framing) is None
     if clean and again.text.strip() and again.finish_reason != "cancelled" and \
             len(still) < len(missing):
         again.decode_ms += first.decode_ms
@@ -373,7 +439,7 @@ async def _retry(backend: TranslationBackend, first: GenerationResult, pathology
     cancelled; the kept result carries the decode time and forward passes of both attempts.
     """
     again = await _generate(backend, retry_prompt, opts, 0.0, [], 0, None, cancel, None)
-    verdict = diagnose_output(again, source, opts, examples, cap)
+    verdict = diagnose_output(again, source, opts, examples, cap, retry_prompt.clean_framing)
     if verdict is None and again.text.strip() and again.finish_reason != "cancelled":
         again.decode_ms += first.decode_ms
         again.forward_passes += first.forward_passes
@@ -408,14 +474,16 @@ def ran_away(result: GenerationResult, opts: TranslateOptions, cap: int) -> bool
 
 
 def diagnose_output(result: GenerationResult, source: str, opts: TranslateOptions,
-                    examples: list[tuple[str, str]] | None, cap: int) -> str | None:
+                    examples: list[tuple[str, str]] | None, cap: int,
+                    framing: bool = False) -> str | None:
     """``app.translation.pathology.diagnose`` for a translation of ``source`` whose length cap was
-    ``cap`` (only ``loop`` when the pair is one language: a copy is then no error)."""
+    ``cap`` (only ``loop`` when the pair is one language: a copy is then no error);
+    ``framing``: an instruction model's answer, checked for framing too."""
     runaway = ran_away(result, opts, cap)
     if opts.source_lang == opts.target_lang:
         return "loop" if runaway or loops(result.text) else None
     return diagnose(result.text, source, opts.target_lang, examples=examples or (),
-                    runaway=runaway)
+                    runaway=runaway, framing=framing)
 
 
 @dataclass
@@ -534,6 +602,10 @@ class Translator:
                             self.max_context_chars)
             prompt, retry_prompt, terms, examples = p.prompt, p.retry, p.terms, p.examples
             chain = self._chain(opts)
+            streamed = None
+            if on_text is not None and cleans(prompt, opts):  # the stream is cleaned too
+                streamed = StreamCleaner(on_text, prompt.source, opts.target_lang)
+                on_text = streamed.feed
 
             async def job(backend: TranslationBackend) -> UpdateOutcome:
                 return await run_update(
@@ -548,7 +620,9 @@ class Translator:
                 job, priority=priority, cancel=cancel, bypass_limit=bypass_limit,
                 started=started, queue_seq=queue_seq,
             )
-            text = update.result.text.strip()
+            text = update.result.text.strip() if update.caption is None else update.caption
+            if streamed is not None:
+                streamed.finish(text)
             revision = 1
             if session is not None and update.result.finish_reason != "cancelled":
                 revision = session.commit(
@@ -558,7 +632,7 @@ class Translator:
                 result=update.result, text=text, display_text=update.display,
                 revision=revision, session_id=session.session_id if session else None,
                 is_final=final, pathology=update.pathology, draft_dropped=update.dropped,
-                retried=update.retried,
+                retried=update.retried, shown_tokens=update.shown_tokens,
                 glossary=None if opts.glossary is None else {
                     "applied": len(update.terms), "missed": update.missed},
             )

@@ -161,7 +161,7 @@ def trim(model: Path, args: argparse.Namespace, out: Path) -> dict:
     t0 = time.perf_counter()
     reader = open_gguf(model)
     table = token_table(reader)
-    vocab = _load_vocab(model)
+    vocab = load_trim_vocab(model)
     if vocab.n_vocab != len(table):
         raise TrimError(f"llama.cpp reads {vocab.n_vocab} tokens but the metadata lists "
                         f"{len(table)}")
@@ -197,7 +197,7 @@ def trim(model: Path, args: argparse.Namespace, out: Path) -> dict:
     }
 
 
-def _load_vocab(model: Path) -> LlamaVocab:
+def load_trim_vocab(model: Path) -> LlamaVocab:
     """llama.cpp's tokenizer of ``model``; a file whose GGUF structure is sound but whose
     tokenizer llama.cpp refuses is a ``TrimError``, not a traceback."""
     import logging

@@ -13,6 +13,9 @@ Reasons, in the order they are applied (a token counts under the first that keep
   will say; this keeps the common pieces they lack (names, rare words) whole.
 - ``character``: every single-character token of the served scripts, so a word the set
   lacks is spelled in characters of its script, not in bytes.
+- ``neutral`` (only when asked: ``serve --langs``'s copy, which has no corpus): every
+  token made only of characters no script owns (digits, punctuation, symbols: ``?“``,
+  ``(%)``), which text of any language may hold; a few thousand tokens.
 - ``merge``: the pieces that merging passes through on the way to a kept token
   (``spm_merges``); without them the tokenizer could not produce the kept token.
 """
@@ -31,7 +34,7 @@ from app.vocab_trim.spm_merges import merge_closure
 # llama.cpp's token types (llama_token_type)
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 _PLACEHOLDER = re.compile(r"<unused\d+>")
-REASONS = ("special", "seen", "frequent", "character", "merge")
+REASONS = ("special", "seen", "frequent", "character", "neutral", "merge")
 
 
 @dataclass(frozen=True)
@@ -61,10 +64,11 @@ class Selection:
 
 def select_tokens(table: TokenTable, seen_counts: np.ndarray, scripts: frozenset[str],
                   top: int, min_count: int = 1,
-                  always: list[int] | None = None) -> Selection:
+                  always: list[int] | None = None, neutral: bool = False) -> Selection:
     """Keep what text in ``scripts`` needs (module docstring); ``seen_counts[i]`` is how
     often token ``i`` occurred in the counting corpora; ``always`` are ids kept as
-    ``special`` whatever their type (the ids the model's metadata names)."""
+    ``special`` whatever their type (the ids the model's metadata names); ``neutral``:
+    keep every all-neutral token too."""
     n = len(table)
     reason = np.full(n, "", dtype=object)
     normal = table.types == NORMAL
@@ -85,6 +89,10 @@ def select_tokens(table: TokenTable, seen_counts: np.ndarray, scripts: frozenset
     singles = np.array([i for i in np.flatnonzero(fits)
                         if len(table.tokens[i].replace(WORD_START, "")) <= 1], dtype=np.int64)
     mark(singles, "character")
+    if neutral:
+        none = frozenset()
+        mark(np.array([i for i in np.flatnonzero(fits) if token_fits(table.tokens[i], none)],
+                      dtype=np.int64), "neutral")
 
     kept_normal = [table.tokens[i] for i in np.flatnonzero((reason != "") & normal)]
     scores = {t: float(s) for t, s, ok in zip(table.tokens, table.scores, normal, strict=True)

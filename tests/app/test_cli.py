@@ -86,6 +86,14 @@ def _one_line_error(proc, *expected: str) -> str:
     (["caption", "--file", "{tmp}/plain.txt", "--server", "http://127.0.0.1:{port}"], {},
      ["plain.txt line 1", "not JSON"]),
     (["load-test", "--asr-file", "/no/file.jsonl"], {}, ["/no/file.jsonl"]),
+    # serve --langs: the event's languages, each known and named once
+    (["serve", "--langs", "en,xx"], {}, ["--lang", "Unsupported language 'xx'"]),
+    (["serve", "--langs", "en,de,en"], {}, ["--lang", "'en' is named twice"]),
+    (["serve"], {"LIVETRANS_LANGS": "en,klingon"}, ["LIVETRANS_LANGS", "'klingon'"]),
+    (["serve", "--langs", "en,de", "--corpus", "ja={tmp}/plain.txt"], {},
+     ["--corpus", "ja is not in --langs"]),
+    (["serve", "--langs", "en,de", "--corpus", "de={tmp}/none.txt"], {},
+     ["--corpus", "no such file"]),
 ])
 def test_user_mistakes_are_one_line_and_exit_2(tmp_path, args, env, expected) -> None:
     (tmp_path / "plain.txt").write_text("just some words\n")
@@ -335,3 +343,25 @@ def test_a_server_that_goes_away_mid_stream_is_one_line() -> None:
         thread.join(30)
     line = _one_line_error(proc, "the server went away")
     assert "exception was never retrieved" not in proc.stderr, line
+
+
+@pytest.mark.parametrize(("patch", "problem"), [
+    ((b"{% endfor %}", b"{% endfox %}"), "fails to render"),
+    ((b"add_generation_prompt", b"add_generation_prompX"), "no generation prompt"),
+    ((b"message['content']", b"message['role']   "), "drops the user turn"),
+])
+def test_a_chat_template_that_cannot_carry_the_prompt_is_one_line(tmp_path, patch,
+                                                                  problem) -> None:
+    """Served, such a model would answer with the template's own text: ``serve`` stops
+    first, naming the model and ``--prompt-format``."""
+    from app.model_files import ModelFileError, smollm2_model_path
+
+    try:
+        original = smollm2_model_path().read_bytes()
+    except ModelFileError as exc:
+        pytest.skip(str(exc))
+    assert original.count(patch[0]) == 1
+    broken = tmp_path / "broken-template.gguf"
+    broken.write_bytes(original.replace(*patch))  # same length: the GGUF stays valid
+    _one_line_error(_run("serve", "--model", str(broken), "--port", str(free_port())),
+                    "broken-template.gguf", problem, "--prompt-format")

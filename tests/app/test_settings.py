@@ -36,7 +36,7 @@ def test_no_cross_origin_and_no_metrics_key_by_default(monkeypatch) -> None:
 
 @pytest.mark.parametrize("name, value, choices", [
     ("omp_wait_policy", "fast", "'auto', 'active' or 'passive'"),
-    ("prompt_format", "foo", "'few-shot' or 'chat-template'"),
+    ("prompt_format", "foo", "'few-shot', 'chat-template', 'chat-generic'"),
     ("log_level", "loud", "'critical', 'error', 'warning', 'info' or 'debug'"),
 ])
 def test_fixed_choices_are_checked_with_the_choices_in_the_message(name, value,
@@ -74,3 +74,42 @@ def test_missing_files_are_named(tmp_path) -> None:
     s = load_settings(api_key_file=tmp_path / "keys.txt")
     s.check_files()
     assert s.all_api_keys() == {"k1", "k2"}
+
+
+def test_langs_from_flags_and_env(monkeypatch) -> None:
+    """``serve --langs en,de`` (``LIVETRANS_LANGS``): normalised, in order; none by default."""
+    monkeypatch.delenv("LIVETRANS_LANGS", raising=False)
+    assert Settings().langs == [] and Settings().no_trim is False
+    monkeypatch.setenv("LIVETRANS_LANGS", "EN, de")
+    monkeypatch.setenv("LIVETRANS_NO_TRIM", "1")
+    s = load_settings()
+    assert s.langs == ["en", "de"] and s.no_trim is True
+
+
+@pytest.mark.parametrize("langs, expected", [
+    (["en,xx"], "Unsupported language 'xx'. Supported: de, en"),
+    (["en,de,EN"], "'en' is named twice"),
+    (["de"], "only 'de' is named"),
+])
+def test_bad_langs_are_one_line(langs, expected) -> None:
+    with pytest.raises(SettingsError) as info:
+        load_settings(langs=langs)
+    message = str(info.value)
+    assert "--lang" in message and "LIVETRANS_LANGS" in message and expected in message
+    assert "\n" not in message
+
+
+def test_corpus_files_are_checked(tmp_path) -> None:
+    text = tmp_path / "de.txt"
+    text.write_text("Guten Morgen.\n", encoding="utf-8")
+    s = load_settings(langs=["en,de"], corpus=[f"DE={text}"])
+    s.check_files()
+    assert s.corpus_files() == [("de", text)]
+    for corpus, expected in ((["de"], "is not LANG=FILE"), (["xx=a"], "'xx'")):
+        with pytest.raises(SettingsError, match=f"--corpus .*{expected}"):
+            load_settings(langs=["en,de"], corpus=corpus)
+    for langs, corpus, expected in ((["en,ja"], f"de={text}", "de is not in --langs"),
+                                    ([], f"de={text}", "none given"),
+                                    (["en,de"], f"de={tmp_path / 'no.txt'}", "no such file")):
+        with pytest.raises(SettingsError, match=f"--corpus .*{expected}"):
+            load_settings(langs=langs, corpus=[corpus]).check_files()

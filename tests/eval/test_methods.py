@@ -24,6 +24,8 @@ def test_policy_flags() -> None:
     assert parse_method("ssbd-b0.2+guard").draft_guard
     assert not parse_method("ar").final_retry and parse_method("ar+retry").final_retry
     assert parse_method("ssbd-b0.2+draftmask3").draft_mask_k == 3
+    # an instruction model's framing left on, only counted (docs/instruct-models.md)
+    assert parse_method("ar").clean_framing and not parse_method("ar+noclean").clean_framing
     with pytest.raises(ValueError):
         parse_method("ssbd-b0.2+nonsense")
 

@@ -41,3 +41,24 @@ def test_a_client_stop_never_matches_the_leading_whitespace() -> None:
     # the prompt's own stops still match anywhere
     assert _stream(["\n", "English:"], stop_strings=("\n",)) == ""
     assert _stream(pieces, client_stops=("   ",)) == " Guten Tag, liebe Leute."
+
+
+def test_an_answer_stop_ends_only_a_begun_answer() -> None:
+    """An instruction model's blank line ends its answer, but not after a lead-in: "Here
+    is the translation:\\n\\n" goes on to the translation (cleaned off later)."""
+    answer = ["Wir", " können", ".", "\n\n", "In German, the translation is:", " \"Wir k"]
+    assert _stream(answer, answer_stops=("\n\n",)) == "Wir können."
+    lead_in = ["Here is the translation:", "\n\n", "Guten", " Morgen", ".", "\n\n", "Note"]
+    assert _stream(lead_in, answer_stops=("\n\n",)) == \
+        "Here is the translation:\n\nGuten Morgen."
+    assert _stream(["\n\n", "Hallo", "\n\n", "x"], answer_stops=("\n\n",)) == "\n\nHallo"
+
+
+def test_the_caller_says_what_a_lead_in_is() -> None:
+    """The translator knows lead-ins by their words ("Here is the German translation"
+    with no colon); the engine asks it."""
+    pieces = ["Here is the German translation", "\n", "Guten Morgen.", "\n", "Note"]
+    assert _stream(pieces, answer_stops=("\n",)) == "Here is the German translation"
+    assert _stream(pieces, answer_stops=("\n",),
+                   answer_begun=lambda before: "Guten" in before) == \
+        "Here is the German translation\nGuten Morgen."

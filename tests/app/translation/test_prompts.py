@@ -5,6 +5,7 @@ from app.translation.llama_backend import StandaloneLlamaBackend
 from app.translation.prompts import (
     FEW_SHOT_EXAMPLES,
     LANGUAGE_NAMES,
+    ChatTemplateError,
     FewShotFormat,
     TranslationPrompt,
     UnsupportedLanguageError,
@@ -34,12 +35,62 @@ def test_language_check() -> None:
         check_language("xx", "target_lang")
 
 
+MINIMAL_TEMPLATE = ("{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}"
+                    "{% if add_generation_prompt %}[assistant] {% endif %}")
+
+
 def test_format_choice() -> None:
     assert choose_prompt_format(None).name == "few-shot"
-    assert choose_prompt_format("{{ messages }}").name == "chat-template"
+    assert choose_prompt_format(MINIMAL_TEMPLATE).name == "chat-template"
     assert choose_prompt_format("{{ messages }}", force="few-shot").name == "few-shot"
     with pytest.raises(ValueError, match="no chat template"):
         choose_prompt_format(None, force="chat-template")  # never a silent few-shot
+    with pytest.raises(ValueError, match="no chat template"):
+        choose_prompt_format(None, force="chat-smollm")
+    with pytest.raises(ValueError, match="unknown prompt format"):
+        choose_prompt_format(MINIMAL_TEMPLATE, force="chat-mistral")
+
+
+def test_the_family_comes_from_the_metadata_or_the_flag() -> None:
+    smol = {"general.name": "Smollm2 135M", "general.architecture": "llama"}
+    assert choose_prompt_format(MINIMAL_TEMPLATE, metadata=smol).family.name == "smollm"
+    assert choose_prompt_format(MINIMAL_TEMPLATE, metadata=smol,
+                                force="chat-generic").family.name == "generic"
+    assert choose_prompt_format(MINIMAL_TEMPLATE, force="chat-qwen").family.name == "qwen"
+
+
+@pytest.mark.parametrize(("template", "problem"), [
+    ("{% for m in messages %}{{ m['content'] }{% endfor %}", "fails to render"),
+    ("{{ raise_exception('System role not supported') if messages[0]['role'] == 'system' }}"
+     "{% for m in messages %}{{ m['content'] }}{% endfor %}[assistant]", "fails to render"),
+    ("{% for m in messages %}{% if m['role'] == 'system' %}{{ m['content'] }}{% endif %}"
+     "{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}", "drops the user turn"),
+    ("{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}",
+     "no generation prompt"),
+])
+def test_a_template_that_cannot_carry_the_prompt_is_refused(template: str,
+                                                            problem: str) -> None:
+    force = "chat-qwen" if "raise_exception" in template else "chat-template"
+    with pytest.raises(ChatTemplateError, match=problem):
+        choose_prompt_format(template, force=force)
+
+
+def test_family_turns_system_shots_and_stops() -> None:
+    smol = choose_prompt_format(MINIMAL_TEMPLATE, force="chat-smollm")
+    prompt = smol.translation("It works.", "en", "de")
+    text = prompt.text
+    assert text.startswith("[system] You translate English into German.")
+    assert text.count("[user]") == 1 + smol.family.shots
+    assert FEW_SHOT_EXAMPLES["de"][2] in text and text.endswith("[assistant] ")
+    assert prompt.clean_framing and prompt.answer_stops == ("\n",)
+    assert "<|im_end|>" in prompt.stop_strings
+    assert smol.examples("en", "de")[0] == (FEW_SHOT_EXAMPLES["en"][2],
+                                             FEW_SHOT_EXAMPLES["de"][2])
+    tower = choose_prompt_format(MINIMAL_TEMPLATE, force="chat-tower")
+    assert tower.translation("It works.", "en", "de").text.endswith(
+        "English: It works.\nGerman:\n[assistant] ")
+    gemma = choose_prompt_format(MINIMAL_TEMPLATE, force="chat-gemma")
+    assert "[system]" not in gemma.translation("It works.", "en", "de").text
 
 
 def test_user_text_is_a_user_part_and_labels_are_neutralised() -> None:

@@ -314,3 +314,80 @@ def test_the_context_finals_are_examples_for_the_leakage_detector() -> None:
     # the speaker saying the same sentence again is no leakage
     assert diagnose("Die erste Folie zeigt den Plan.", "The first slide shows the plan.",
                     "de", examples=plan.examples) is None
+
+
+# -- an instruction model's framing (app.translation.framing), on a scripted backend -------
+
+class ScriptedBackend:
+    """A backend that answers each generation with the next scripted text (one token a
+    character), and records the requests."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.requests: list = []
+
+    def tokenize(self, text: str, add_bos: bool = False, special: bool = False) -> list[int]:
+        return [ord(ch) for ch in text]
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return "".join(chr(t) for t in tokens)
+
+    def token_bytes(self, token: int) -> bytes:
+        return chr(token).encode()
+
+    async def generate(self, req) -> GenerationResult:  # noqa: ANN001
+        self.requests.append(req)
+        text = self.answers.pop(0)
+        return GenerationResult(tokens=self.tokenize(text), text=text, finish_reason="stop",
+                                prompt_tokens=len(req.prompt_tokens), prompt_tokens_cached=0)
+
+
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+SOURCE = "Good morning, everyone."
+
+
+def _chat_update(backend: ScriptedBackend, final: bool, **opts) -> UpdateOutcome:  # noqa: ANN003
+    from app.translation.prompts import choose_prompt_format
+
+    fmt = choose_prompt_format(CHATML, force="chat-smollm")
+    options = TranslateOptions(target_lang="de", mask_k=0, **opts)
+    plan = plan_prompt(fmt, SOURCE, options, [], final, 2000)
+    return run_to_end(run_update(backend, plan.prompt, options, final,
+                                 examples=plan.examples, retry_prompt=plan.retry))
+
+
+def test_a_framed_final_is_cleaned_and_its_draft_is_the_translation() -> None:
+    backend = ScriptedBackend('Here is the translation: "Guten Morgen zusammen."')
+    out = _chat_update(backend, final=True)
+    assert out.result.text == out.caption == "Guten Morgen zusammen."
+    assert out.pathology is None and out.retried is None
+    assert backend.detokenize(out.draft) == "Guten Morgen zusammen."
+    assert backend.requests[0].answer_stops == ("\n",)  # the answer ends at its line
+
+
+def test_framing_that_cannot_be_taken_off_is_retried_then_cut() -> None:
+    still = "The German translation would be Guten Morgen."
+    out = _chat_update(ScriptedBackend(still, "Guten Morgen zusammen."), final=True)
+    assert out.retried == "commentary" and out.pathology is None
+    assert out.result.text == "Guten Morgen zusammen."
+    framed = "Guten Morgen. Die beste Übersetzung ist gut."
+    out = _chat_update(ScriptedBackend(framed, framed), final=True)
+    assert out.pathology == "commentary" and out.result.text == "Guten Morgen."
+    assert out.draft == [] and out.dropped == "commentary"  # never a draft
+
+
+def test_a_partial_holds_back_what_may_become_a_label() -> None:
+    out = _chat_update(ScriptedBackend("Hier ist die"), final=False)
+    assert out.display == "" and out.caption == ""
+    assert out.shown_tokens == []  # the caption's tokens; the draft keeps the answer
+    assert out.draft == ScriptedBackend().tokenize("Hier ist die")
+    out = _chat_update(ScriptedBackend("Hier ist das Ergebnis"), final=False)
+    assert out.display == "Hier ist das Ergebnis"
+
+
+def test_cleaning_off_counts_framing_and_shows_it() -> None:
+    out = _chat_update(ScriptedBackend('Translation: "Guten Morgen."'), final=True,
+                       clean_framing=False)
+    assert out.pathology == "label" and out.retried is None
+    assert out.result.text == 'Translation: "Guten Morgen."'

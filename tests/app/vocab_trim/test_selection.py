@@ -62,3 +62,19 @@ def test_coverage_is_the_share_of_occurrences_kept() -> None:
     counts = np.array([3, 1, 0, 0])
     assert coverage(counts, np.array([0])) == 0.75
     assert coverage(np.zeros(4, dtype=np.int64), np.array([0])) == 1.0
+
+
+def test_neutral_tokens_are_kept_only_when_asked() -> None:
+    """Punctuation and digits belong to no script: ``serve --langs``'s copy, counted
+    without a corpus, keeps them all (German quotes after a question mark: ``?“``)."""
+    tokens = [*TOKENS, "?“", "▁(%)", "12", "ж?"]
+    table = TokenTable(tokens, np.array([-1000.0] * 5 + [-float(i) for i in range(14)],
+                                        dtype=np.float32),
+                       np.array(TYPES + [NORMAL] * 4, dtype=np.int32))
+    seen = np.zeros(len(tokens), dtype=np.int64)
+    plain = {tokens[i] for i in select_tokens(table, seen, scripts_of(["de"]), top=0).keep}
+    sel = select_tokens(table, seen, scripts_of(["de"]), top=0, neutral=True)
+    kept = {tokens[i] for i in sel.keep}
+    assert not {"?“", "▁(%)", "12"} & plain
+    assert {"?“", "▁(%)", "12"} <= kept and "ж?" not in kept
+    assert sel.kept_by["neutral"] == 3
