@@ -9,8 +9,11 @@ import wave
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ESPEAK = shutil.which("espeak-ng")
+needs_espeak = pytest.mark.skipif(ESPEAK is None, reason="Debian package 'espeak-ng' is "
+                                  "not installed (make system-deps)")
 SENTENCES = ["The committee will publish its final report next spring.",
              "Thank you all for coming to this talk today."]
 

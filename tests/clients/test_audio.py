@@ -31,12 +31,10 @@ from clients.audio import (
     wav_pcm_blocks,
 )
 from tests.app.test_cli import _one_line_error as assert_one_line_error
-from tests.speech import wer
+from tests.speech import needs_espeak, wer
 
 LIVETRANS = shutil.which("livetrans", path=str(Path(sys.executable).parent)) or "livetrans"
 ESPEAK = shutil.which("espeak-ng")
-needs_espeak = pytest.mark.skipif(ESPEAK is None,
-                                  reason="Debian package 'espeak-ng' is not installed")
 SENTENCES = ["Welcome to the conference about live translation.",
              "Today we talk about speech and captions for everyone."]
 

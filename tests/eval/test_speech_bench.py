@@ -21,10 +21,7 @@ from eval.speech_bench import (
     summarise,
     trim_silence,
 )
-from tests.speech import ESPEAK
-
-needs_espeak = pytest.mark.skipif(ESPEAK is None, reason="Debian package 'espeak-ng' is "
-                                  "not installed (make system-deps)")
+from tests.speech import needs_espeak
 
 
 def test_a_recogniser_faster_than_real_time_waits_for_audio_a_slower_one_falls_behind() -> None:

@@ -16,11 +16,9 @@ import pytest
 import websockets
 
 from tests.conftest import LiveServer
-from tests.speech import ESPEAK, SENTENCES, talk, wer
+from tests.speech import SENTENCES, needs_espeak, talk, wer
 
 aiortc = pytest.importorskip("aiortc", reason="aiortc (livetrans[speech]) is not installed")
-needs_espeak = pytest.mark.skipif(ESPEAK is None, reason="Debian package 'espeak-ng' is "
-                                  "not installed (make system-deps)")
 WAIT_S = 300  # a bound against hanging, never a latency
 
 

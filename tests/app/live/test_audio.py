@@ -12,10 +12,7 @@ import numpy as np
 import pytest
 import websockets
 
-from tests.speech import ESPEAK, SENTENCES, talk, wer
-
-needs_espeak = pytest.mark.skipif(ESPEAK is None, reason="Debian package 'espeak-ng' is "
-                                  "not installed (make system-deps)")
+from tests.speech import SENTENCES, needs_espeak, talk, wer
 
 
 def _url(server, path: str = "/v1/live") -> str:

@@ -22,10 +22,7 @@ import pytest
 import websockets
 
 from tests.engine_hold import EngineHold
-from tests.speech import ESPEAK, SENTENCES, talk
-
-needs_espeak = pytest.mark.skipif(ESPEAK is None, reason="Debian package 'espeak-ng' is "
-                                  "not installed (make system-deps)")
+from tests.speech import SENTENCES, needs_espeak, talk
 
 LANGS = ["de", "fr", "es", "ja", "zh"]
 START = {"type": "start", "target_langs": LANGS, "drafters": []}

@@ -10,10 +10,7 @@ import pytest
 
 from app.speech.resample import Resampler
 from app.speech.whisper_stream import SAMPLE_RATE, StreamingWhisper
-from tests.speech import ESPEAK, SENTENCES, spoken, wer
-
-needs_espeak = pytest.mark.skipif(ESPEAK is None, reason="Debian package 'espeak-ng' is "
-                                  "not installed (make system-deps)")
+from tests.speech import SENTENCES, needs_espeak, spoken, wer
 
 
 def _speech(tmp_path: Path, text: str) -> np.ndarray:

@@ -24,10 +24,7 @@ from app.speech.whisper_window import (
     repeats_itself,
     window_frames,
 )
-from tests.speech import ESPEAK, SENTENCES, spoken, wer
-
-needs_espeak = pytest.mark.skipif(ESPEAK is None, reason="Debian package 'espeak-ng' is "
-                                  "not installed (make system-deps)")
+from tests.speech import SENTENCES, needs_espeak, spoken, wer
 
 
 def test_the_window_holds_the_audio_and_a_margin_in_whole_seconds() -> None:

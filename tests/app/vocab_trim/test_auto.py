@@ -12,6 +12,7 @@ import pytest
 from app.vocab_trim.auto import AutoTrim, copy_name, served_model, trimmed_for
 from app.vocab_trim.gguf_rewrite import LANGS_KEY, TrimError, open_gguf
 from tests.app.vocab_trim import ggufs
+from tests.app.vocab_trim.served_langs import assert_serves_only_its_languages
 
 EN_DE = AutoTrim(langs=("en", "de"))
 
@@ -86,7 +87,6 @@ def test_a_first_start_builds_the_copy_and_a_second_reuses_it(first_start, caplo
 @pytest.mark.model
 def test_a_server_with_langs_serves_the_copy_and_refuses_other_languages(
         first_start, monkeypatch) -> None:
-    import openai
     from openai import OpenAI
 
     from tests.conftest import LiveServer
@@ -96,19 +96,7 @@ def test_a_server_with_langs_serves_the_copy_and_refuses_other_languages(
     with LiveServer(langs=["en", "de"]) as server:
         assert server.state.served_langs == {"en", "de"} and server.state.langs_given
         client = OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
-        reply = client.chat.completions.create(
-            model="livetrans", messages=[{"role": "user", "content": "Thank you all."}],
-            extra_body={"target_lang": "de"}, max_tokens=24)
-        assert reply.choices[0].message.content.strip()
-        for extra, param in (({"target_lang": "ja"}, "target_lang"),
-                             ({"target_lang": "de", "source_lang": "fr"}, "source_lang")):
-            with pytest.raises(openai.BadRequestError) as err:
-                client.chat.completions.create(
-                    model="livetrans", messages=[{"role": "user", "content": "Hello."}],
-                    extra_body=extra)
-            body = err.value.body
-            assert body["code"] == "language_not_served" and body["param"] == param
-            assert "serves de, en (serve --langs)" in body["message"]
+        assert_serves_only_its_languages(client, "serves de, en (serve --langs)")
         models = client.models.list()
         assert models.data[0].id == "gemma-3-270m-q4_k_m"  # the model's own name
 
