@@ -84,7 +84,9 @@ class FittedWindowTranscriber:
         self._tokenizers: dict[str, Any] = {}
 
     def transcribe(self, audio: np.ndarray, language: str) -> list[Word]:
-        if len(audio) > MAX_FRAMES * 160:
+        if len(audio) > MAX_FRAMES * 160:  # longer than any window: faster-whisper's chunks
+            if self.fallback is not None:
+                return self.fallback.transcribe(audio, language)
             raise ValueError("a fitted-window decode takes at most 30 s of audio")
         tokenizer = self._tokenizer(language)
         features = self.model.feature_extractor(audio)

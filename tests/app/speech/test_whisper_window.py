@@ -92,10 +92,25 @@ def test_silence_gives_no_words(model) -> None:
         assert fitted.transcribe(np.zeros(seconds * SAMPLE_RATE, dtype=np.float32), "en") == []
 
 
-def test_more_than_thirty_seconds_is_refused(model) -> None:
+@needs_espeak
+def test_more_than_thirty_seconds_goes_to_the_full_window_or_is_refused(tmp_path,
+                                                                        model) -> None:
+    """A buffer longer than any window (a recogniser that fell far behind) is decoded by
+    faster-whisper's 30 s chunks, never dropped; without a fallback it is refused."""
+    pause = np.zeros(SAMPLE_RATE // 2, dtype=np.float32)
+    said = [_speech(tmp_path, sentence) for sentence in SENTENCES]
+    parts, reference = [], []
+    while sum(len(p) for p in parts) <= 31 * SAMPLE_RATE:
+        k = len(reference) % 2
+        parts += [said[k], pause]
+        reference.append(SENTENCES[k])
+    audio = np.concatenate(parts)
+    full = WhisperTranscriber(model)
+    words = FittedWindowTranscriber(model, fallback=full).transcribe(audio, "en")
+    text = "".join(w.text for w in words)
+    assert wer(" ".join(reference), text) <= 0.3, text
     with pytest.raises(ValueError, match="at most 30 s"):
-        FittedWindowTranscriber(model).transcribe(
-            np.zeros(31 * SAMPLE_RATE, dtype=np.float32), "en")
+        FittedWindowTranscriber(model).transcribe(audio, "en")
 
 
 def test_a_looping_decode_is_told_from_a_sentence(model) -> None:
