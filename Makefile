@@ -10,10 +10,21 @@ setup: $(STAMP)
 
 # llama-cpp-python compiles from source the first time (~7 min on 2 cores); pip's wheel
 # cache makes later installs fast. For CUDA: CMAKE_ARGS="-DGGML_CUDA=on" make setup
+# On x86-64 the native build leaves out llama.cpp's AMX kernels, which crash on the default
+# model (app/engine/llama_build.py); an AMX build already installed is rebuilt without them.
+ifeq ($(shell uname -m),x86_64)
+NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+endif
+LLAMA_PIN := $(shell grep -o 'llama-cpp-python==[0-9.]*' pyproject.toml)
+BUILD_FLAGS := CFLAGS="$(NO_AMX) $$CFLAGS" CXXFLAGS="$(NO_AMX) $$CXXFLAGS"
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip wheel
-	$(BIN)/python -m pip install -e ".[dev]"
+	$(BUILD_FLAGS) $(BIN)/python -m pip install -e ".[dev]"
+	$(BIN)/python -m app.engine.llama_build || $(BUILD_FLAGS) $(BIN)/python -m pip install \
+	  --no-cache-dir --force-reinstall --no-deps "$(LLAMA_PIN)"
+	$(BIN)/python -m app.engine.llama_build
 	touch $(STAMP)
 
 serve: setup

@@ -179,6 +179,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
     @app.middleware("http")
     async def auth_and_log(request: Request, call_next):
         t0 = time.perf_counter()
+        request.state.received = t0  # an update's timings start here (app.engine.timings)
         route = route_label(labelled, request.scope)
         access = state.auth.check_request(request)
         request.state.owner, request.state.trusted = access.owner, access.trusted

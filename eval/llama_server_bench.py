@@ -1,5 +1,6 @@
 """llama.cpp's own server on two GGUF files, side by side: re-translation from scratch (AR)
-of FLORES lag-k streams, the way any server without SSBD serves live captions.
+of FLORES lag-k streams, the way any server without SSBD serves live captions. With
+``--live``, livetrans itself against llama-server instead (``eval.peer_live``).
 
     livetrans llama-server-bench --llama-server PATH/llama-server --flores-dir DIR \\
         --model-b TRIMMED.gguf --langs de --limit 20
@@ -28,6 +29,15 @@ from eval.datasets.flores import add_flores_options, read_flores_pair
 from eval.datasets.streams import lag_k_stream
 from eval.local_server import free_port
 from eval.metrics.quality import ChrF, paired_chrf_difference
+from eval.peer_live import (
+    add_live_options,
+    breakdown_table,
+    check_live_options,
+    run_live,
+    speed_table,
+    write_live,
+)
+from eval.tables import show
 
 
 @dataclass
@@ -117,15 +127,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llama-server", type=Path, required=True,
                     help="the llama-server binary (built from llama.cpp's source)")
     ap.add_argument("--model-a", default=None, help="first GGUF (default: the bundled model)")
-    ap.add_argument("--model-b", required=True, help="second GGUF, e.g. a trimmed model")
+    ap.add_argument("--model-b", default=None,
+                    help="second GGUF, e.g. a trimmed model (required without --live)")
     add_flores_options(ap, langs="de", limit=20)
     ap.add_argument("--offset", type=int, default=0, help="sentences skipped first")
     ap.add_argument("--lag", type=int, default=3, help="words revealed per update")
     ap.add_argument("--threads", type=int, default=None, help="llama-server -t")
     ap.add_argument("--max-tokens", type=int, default=256, help="most tokens per update")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    add_live_options(ap)
     args = ap.parse_args(argv)
-    binary = require_file(args.llama_server, "--llama-server")
+    binary = args.llama_server = require_file(args.llama_server, "--llama-server")
+    if args.live:
+        check_live_options(args)
+        report = run_live(args)
+        show([speed_table(report), breakdown_table(report)])
+        if args.json:
+            write_live(report, args.json)
+        return 0
+    if args.model_b is None:
+        raise UsageError("--model-b names the second GGUF (or use --live)")
     models = [resolve_model_path(args.model_a), resolve_model_path(args.model_b)]
     fmt = FewShotFormat()
     report = {}

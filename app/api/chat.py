@@ -41,6 +41,7 @@ from app.api.schemas import (
 )
 from app.api.state import ServerState, get_state
 from app.engine.engine import GenerationResult
+from app.engine.timings import UpdateTimings, current_timings
 from app.translation.prompts import UnsupportedLanguageError, check_language
 from app.translation.sessions import (
     SESSION_ID_MAX_CHARS,
@@ -69,8 +70,10 @@ def _usage(result: GenerationResult) -> Usage:
     )
 
 
-def livetrans_info(outcome: TranslationOutcome) -> LivetransInfo:
-    """The ``livetrans`` object; every draft count in it is read from ``result.drafts``."""
+def livetrans_info(outcome: TranslationOutcome,
+                   measured: UpdateTimings | None = None) -> LivetransInfo:
+    """The ``livetrans`` object; every draft count in it is read from ``result.drafts``;
+    ``timings`` is where the update's time went (``app.engine.timings``)."""
     r = outcome.result
     counts = r.drafts.summary(len(r.tokens))
     return LivetransInfo(
@@ -88,6 +91,7 @@ def livetrans_info(outcome: TranslationOutcome) -> LivetransInfo:
         draft_dropped=outcome.draft_dropped,
         retried=outcome.retried,
         glossary=outcome.glossary,
+        timings=measured.report() if measured is not None else None,
     )
 
 
@@ -280,11 +284,15 @@ async def chat_completions(
         None, min_length=1, max_length=SESSION_ID_MAX_CHARS, pattern=SESSION_ID_PATTERN),
 ):
     state = get_state(request)
+    measured = UpdateTimings(getattr(request.state, "received", None))
+    t_handler = measured.since("parse_ms", measured.received)
+    current_timings.set(measured)  # the tasks below inherit it
     state.require_ready()
     owner = getattr(request.state, "owner", None)
     prep = _prepare(body, state, x_session_id, owner)
     check_session_affinity(request.headers, prep.session_id)
     await _acquire_session(prep, owner)
+    measured.since("prepare_ms", t_handler)
     completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
     created = int(time.time())
     model = state.model_id
@@ -305,7 +313,7 @@ async def chat_completions(
             choices=[Choice(message=AssistantMessage(content=outcome.text),
                             finish_reason=_finish(result))],
             usage=_usage(result),
-            livetrans=livetrans_info(outcome) if prep.options is not None else None,
+            livetrans=livetrans_info(outcome, measured) if prep.options is not None else None,
         ).model_dump(exclude_none=False)
 
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -322,6 +330,7 @@ async def chat_completions(
         def on_text(delta: str) -> None:
             loop.call_soon_threadsafe(pieces.put_nowait, delta)
 
+        current_timings.set(measured)
         task = asyncio.create_task(_run(prep, cancel, on_text))
         task.add_done_callback(lambda _t: pieces.put_nowait(None))
         try:
@@ -341,7 +350,7 @@ async def chat_completions(
                                                      err.code))}
                 return
             result = outcome.result
-            info = livetrans_info(outcome) if prep.options is not None else None
+            info = livetrans_info(outcome, measured) if prep.options is not None else None
             yield chunk(choices=[ChunkChoice(delta=Delta(), finish_reason=_finish(result))],
                         livetrans=info)
             if include_usage:

@@ -298,6 +298,9 @@ class LivetransInfo(BaseModel):
     # with a glossary: entries that applied to the source, and the source terms of those
     # whose target term is not in the translation
     glossary: GlossaryReport | None = None
+    # where the update's time went inside the server, in ms and row counts
+    # (``app.engine.timings.PARTS`` and ``COUNTS``, and their sum ``server_ms``)
+    timings: dict[str, float | int] | None = None
 
 
 class AssistantMessage(BaseModel):

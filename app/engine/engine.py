@@ -14,6 +14,7 @@ only decodes what its sequence does not hold yet.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,6 +41,19 @@ class StepReport:
 
     rows: int = 0  # batch rows decoded
     sequences: int = 0  # generations with rows in the batch
+
+
+def count_rows(gen: SequenceGeneration, n: int) -> None:
+    """Count the rows ``gen`` planned for this step by kind (``app.engine.timings``)."""
+    timing = gen.timing
+    if gen.phase is Phase.DECODE:
+        timing.decode_steps += 1
+        timing.decode_rows += n
+    elif gen.verifies_draft:
+        timing.verify_rows += len(gen.draft)
+        timing.prefill_rows += n - len(gen.draft)
+    else:
+        timing.prefill_rows += n
 
 
 class Engine:
@@ -110,26 +124,41 @@ class Engine:
         rows: list[tuple[int, int, int, bool]] = []
         parts: list[tuple[SequenceGeneration, int]] = []
         cap = self.rt.n_ctx
+        clock = time.perf_counter
         for gen in gens:
             if gen.done or gen.kv is None:
                 continue
             room = budget - len(rows)
             if not rows:
                 room = min(cap, max(room, gen.minimal_rows()))
+            t0 = clock()
             planned = gen.plan(room, chunk)
+            gen.timing.python_step_ms += (clock() - t0) * 1000
             if not planned:
                 continue
+            count_rows(gen, len(planned))
             parts.append((gen, len(rows)))
             seq = gen.kv.seq_id
             rows.extend((tok, pos, seq, logits) for tok, pos, logits in planned)
         report = StepReport(rows=len(rows), sequences=len(parts))
         if not rows:
             return report
+        t0 = clock()
         self.rt.decode_rows(rows)
+        forward_ms = (clock() - t0) * 1000
         self.tokens_decoded += len(rows)
         self.forward_passes += 1
         for gen, base in parts:
+            timing = gen.timing
+            if timing.first_step is None:
+                timing.first_step = t0
+            if gen.phase is Phase.DECODE:
+                timing.forward_decode_ms += forward_ms
+            else:
+                timing.forward_prefill_ms += forward_ms
+            t1 = clock()
             gen.absorb(self.rt.logits_row, base)
+            timing.python_step_ms += (clock() - t1) * 1000
         return report
 
     def finished(self, gen: SequenceGeneration) -> None:

@@ -13,14 +13,18 @@ only caller.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from app.engine.llama_build import amx_compiled
 from app.engine.llama_lib import import_llama, silence_llama_logs
 from app.engine.vocab import LlamaVocab
+
+log = logging.getLogger("livetrans.runtime")
 
 
 class DecodeError(RuntimeError):
@@ -54,6 +58,10 @@ class LlamaRuntime:
         self.ll = ll = import_llama()
         self._install_logger(config.verbose)
         ll.llama_backend_init()
+        if amx_compiled(ll.llama_print_system_info().decode("utf-8", "replace")):
+            log.warning("this llama-cpp-python build has llama.cpp's AMX kernels, which "
+                        "crash on Q4_K models (llama.cpp issue 20824); rebuild it with "
+                        "'make setup' (it builds without them)")
 
         mparams = ll.llama_model_default_params()
         mparams.n_gpu_layers = config.n_gpu_layers

@@ -27,6 +27,7 @@ import numpy as np
 from app.engine.draft_stats import SSBD
 from app.engine.generation import ContextOverflowError, GenerationRequest, GenerationResult
 from app.engine.text_stream import TextStream
+from app.engine.timings import StepTimings
 from app.engine.verify import SelectionStats, biased_greedy, greedy, sampled
 from app.translation.pathology import ends_in_loop
 from drafters.base import DraftContext
@@ -75,6 +76,7 @@ class SequenceGeneration:
         self.resumed = False  # preempted once: re-prefill prompt + output, nothing to verify
         self.next_token: int | None = None
         self.t_start = time.perf_counter()
+        self.timing = StepTimings(submitted=self.t_start)  # this generation's share of steps
         self.steps = 0
         # drafter proposals this step may carry (the engine lowers it in crowded steps)
         self.proposal_cap = 1 << 30
@@ -88,6 +90,11 @@ class SequenceGeneration:
     @property
     def done(self) -> bool:
         return self.phase is Phase.DONE
+
+    @property
+    def verifies_draft(self) -> bool:
+        """Whether the rows just planned carry the SSBD draft (the prompt's last chunk)."""
+        return self._verifies_draft
 
     @property
     def target(self) -> list[int]:
@@ -183,7 +190,9 @@ class SequenceGeneration:
         if k <= 0:
             return [], ""
         ctx = DraftContext(history=self.out, prompt=self.prompt, previous=req.previous)
+        t0 = time.perf_counter()
         prop = req.drafters.propose_from(ctx, k)
+        self.timing.drafters_ms += (time.perf_counter() - t0) * 1000
         tokens = list(prop.tokens)[:k]
         # a table built for another vocabulary (a full model's against a trimmed one) could
         # name ids this model lacks; llama.cpp aborts on those, so the draft ends there
@@ -282,7 +291,9 @@ class SequenceGeneration:
     def _emit(self, token: int) -> bool:
         """Append one token to the output; True when generation must end here."""
         self.out.append(token)
+        t0 = time.perf_counter()
         delta = self.stream.feed(self.rt.token_bytes(token))
+        self.timing.detokenize_ms += (time.perf_counter() - t0) * 1000
         if delta and self.req.on_text is not None:
             self.req.on_text(delta)
         if self.stream.stopped:
@@ -305,7 +316,9 @@ class SequenceGeneration:
             self.req.on_text(tail)
         self.result.text = self.stream.text
         self.result.lse_computed = self.selection.lse_computed
-        self.result.decode_ms = (time.perf_counter() - self.t_start) * 1000
+        now = time.perf_counter()
+        self.result.decode_ms = (now - self.t_start) * 1000
+        self.timing.done = now
         self.phase = Phase.DONE
 
     def fail(self, reason: str = "cancelled") -> None:

@@ -41,6 +41,7 @@ from app.engine.scheduler import (
     mark_logged,
     was_logged,
 )
+from app.engine.timings import current_timings
 
 __all__ = ["PRIORITY_FINAL", "PRIORITY_PARTIAL", "PRIORITY_REQUEST", "CALLER_ERRORS",
            "EngineWorker", "GenerationFailedError", "JobCancelledError", "QueueFullError",
@@ -117,6 +118,7 @@ class ScheduledEngine:
                 pass
 
         gen = self._worker.engine.start(req)
+        gen.timing.submitted = time.perf_counter()
         ticket = self._worker.scheduler.submit(
             gen, priority=job.priority, client=job.client, order=job.seq, cancel=job.cancel,
             on_admit=lambda: self._worker._mark_started(job), on_done=on_done)
@@ -125,6 +127,9 @@ class ScheduledEngine:
         except asyncio.CancelledError:  # the job's task is torn down: leave the batch
             job.cancel.set()
             raise
+        measured = current_timings.get()
+        if measured is not None:
+            measured.add_generation(gen.timing, time.perf_counter())
         if ticket.error is not None:
             raise ticket.error
         if not ticket.ever_admitted and job.started_at is None:
@@ -279,7 +284,12 @@ class EngineWorker:
         try:
             if job.cancel.is_set():
                 raise JobCancelledError("cancelled before it started")
-            return await fn(ScheduledEngine(self, job))
+            measured = current_timings.get()
+            if measured is None:
+                return await fn(ScheduledEngine(self, job))
+            measured.since("job_start_ms", job.enqueued_at)
+            with measured.job():
+                return await fn(ScheduledEngine(self, job))
         except Exception as exc:
             if not isinstance(exc, CALLER_ERRORS) and not was_logged(exc):
                 log.exception("engine job failed")

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.engine.engine import GenerationResult
+from app.engine.timings import UpdateTimings, current_timings
 from app.engine.worker import (
     PRIORITY_FINAL,
     PRIORITY_PARTIAL,
@@ -72,6 +73,9 @@ class LanguagePipeline:
         segment and the language. True when the job was cancelled (a superseded partial):
         nothing is sent then."""
         services, out = fan.services, fan.publisher
+        measured = UpdateTimings(update.received)
+        measured.since("parse_ms", update.received)  # the frame read, parsed and queued
+        current_timings.set(measured)  # this task's own context (one per language)
         try:
             outcome = await services.translate(
                 update.text, self.options, session=self.session, is_final=update.final,
@@ -126,6 +130,7 @@ class LanguagePipeline:
                 "pathology": outcome.pathology, "draft_dropped": outcome.draft_dropped,
                 "retried": outcome.retried,
                 **({"glossary": outcome.glossary} if outcome.glossary is not None else {}),
+                "timings": measured.report(),
             },
         })
         return False

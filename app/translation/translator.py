@@ -18,9 +18,11 @@ implementation (``app.translation.llama_backend``).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from app.engine.timings import current_timings, timed
 from app.translation.backend import (
     PRIORITY_REQUEST,
     BackendRunner,
@@ -218,9 +220,12 @@ async def _generate(backend: TranslationBackend, prompt: TranslationPrompt,
     stops = tuple(prompt.stop_strings)
     if prompt.stop_at_newline:
         stops += ("\n",)
+    with timed("tokenize_ms"):
+        prompt_tokens = tokenize_prompt(prompt, backend.tokenize)
+        cap = translation_token_cap(backend, prompt.source)
     result = await backend.generate(GenerationRequest(
-        prompt_tokens=tokenize_prompt(prompt, backend.tokenize),
-        max_tokens=min(opts.max_tokens, translation_token_cap(backend, prompt.source)),
+        prompt_tokens=prompt_tokens,
+        max_tokens=min(opts.max_tokens, cap),
         stop_strings=stops,
         client_stops=tuple(opts.stop),
         draft=draft,
@@ -298,7 +303,8 @@ async def run_update(
     if draft_tokens is None and draft_text:
         if prompt.stop_at_newline and not draft_text.startswith(" "):
             draft_text = " " + draft_text  # few-shot answers start with " Der", not "Der"
-        draft = backend.tokenize(draft_text, add_bos=False)
+        with timed("tokenize_ms"):
+            draft = backend.tokenize(draft_text, add_bos=False)
     if opts.mask_mode == "draft" and opts.mask_k > 0:
         draft = draft[: max(0, len(draft) - opts.mask_k)]
     # The draft's end is no evidence that the translation ends there: sentence-final
@@ -590,6 +596,8 @@ class Translator:
         records as applied together with the translation (README "Order of updates").
         """
         final = (session_id is None and session is None) if is_final is None else is_final
+        measured = current_timings.get()
+        t_start = time.perf_counter()
         acquired = False
         if session is None and session_id is not None:
             session = self.sessions.acquire(session_id, owner)
@@ -616,10 +624,13 @@ class Translator:
                     terms=terms, term_prompt=p.term_prompt,
                 )
 
+            if measured is not None:
+                measured.since("prompt_ms", t_start)
             update: UpdateOutcome = await self.runner.run(
                 job, priority=priority, cancel=cancel, bypass_limit=bypass_limit,
                 started=started, queue_seq=queue_seq,
             )
+            t_done = time.perf_counter()
             text = update.result.text.strip() if update.caption is None else update.caption
             if streamed is not None:
                 streamed.finish(text)
@@ -628,7 +639,7 @@ class Translator:
                 revision = session.commit(
                     source, update.draft, final, opts.target_lang, opts.source_lang, seq=seq,
                     text=text if fit_for_context(update.pathology) else None)
-            return TranslationOutcome(
+            outcome = TranslationOutcome(
                 result=update.result, text=text, display_text=update.display,
                 revision=revision, session_id=session.session_id if session else None,
                 is_final=final, pathology=update.pathology, draft_dropped=update.dropped,
@@ -636,6 +647,9 @@ class Translator:
                 glossary=None if opts.glossary is None else {
                     "applied": len(update.terms), "missed": update.missed},
             )
+            if measured is not None:
+                measured.since("finish_ms", t_done)
+            return outcome
         finally:
             if acquired and session is not None:
                 self.sessions.release(session)

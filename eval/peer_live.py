@@ -1,0 +1,472 @@
+"""Live re-translation against llama.cpp's own server: ``llama-server-bench --live``.
+
+    livetrans llama-server-bench --live --llama-server PATH/llama-server \\
+        --flores-dir DIR --langs de --limit 20 --speakers 1,8 --trimmed auto
+
+What a caption server does all day, measured against the plainest peer: FLORES lag-k
+streams (the source revealed k words at a time), every update re-translated, by
+
+* ``llama-ar``: llama-server (``-np C``), each update sent to ``/completion`` with the
+  project's few-shot prompt, greedy, stopping at the newline, prompt cache on;
+* ``livetrans-ar``: livetrans (``--parallel C``), each update a translation request of a
+  session with no drafts (``drafters: []``): re-translation from scratch;
+* ``livetrans-ssbd``: the same with the server's defaults (the previous translation
+  verified as a draft, drafters after it).
+
+Both servers get the same rendered prompt (livetrans with ``context: 0``: no earlier
+finals) and the same token cap. ``C`` closed-loop speakers share the streams (a speaker
+sends its next update when the answer to the last arrived). Both servers stay up; the
+methods run one after another (the order rotated on each repeat) on one GGUF file, then
+on the trimmed file when ``--trimmed`` names one (``auto``: the copy ``serve --langs en,X``
+builds). The client runs in its own process, so neither server shares its interpreter.
+
+Printed: per file and speaker count, each method's wall time, updates/s and ms per update
+against llama-ar (the ratio), chrF of the finals with a 95% paired-bootstrap interval
+against llama-ar, pathological finals and normalized erasure; and where an update's time
+goes: livetrans's own per-update ``timings`` (``app.engine.timings``) next to
+llama-server's ``timings`` for the same streams. ``--profile DIR`` records a py-spy
+profile of the livetrans server during each livetrans run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from app.engine.timings import NESTED, PARTS
+from app.model_files import resolve_model_path
+from app.translation.pathology import diagnose
+from app.translation.prompts import FewShotFormat
+from app.usage import UsageError
+from eval.datasets.flores import read_flores_pair
+from eval.datasets.streams import Stream, lag_k_stream
+from eval.local_server import free_port
+from eval.metrics.erasure import NormalizedErasure, ne_unit
+from eval.metrics.quality import ChrF, paired_chrf_difference
+from eval.tables import Table
+
+METHODS = ("llama-ar", "livetrans-ar", "livetrans-ssbd")
+BASELINE = "llama-ar"
+LLAMA_PARTS = ("prompt_ms", "predicted_ms")  # llama-server's own ``timings``
+
+
+@dataclass
+class UpdateRecord:
+    """One update as a speaker saw it, and what the server said of its time."""
+
+    stream: int
+    final: bool
+    text: str
+    wall_ms: float  # the client's: request sent -> answer read
+    tokens: int
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class MethodRun:
+    """One method's pass over every stream with ``speakers`` closed-loop clients."""
+
+    method: str
+    model: str
+    speakers: int
+    wall_s: float = 0.0
+    records: list[UpdateRecord] = field(default_factory=list)
+    errors: int = 0
+
+
+# -- the servers --------------------------------------------------------------------------
+
+def _wait_healthy(url: str, proc: subprocess.Popen, what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise UsageError(f"{what} exited with code {proc.returncode} before it was ready")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise UsageError(f"{what} did not become ready in {timeout:.0f} s")
+
+
+class ServerProcess:
+    """A server process on a loopback port, stopped on ``close``."""
+
+    def __init__(self, cmd: list[str], port: int, what: str) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.what = what
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def ready(self, timeout: float = 300) -> ServerProcess:
+        _wait_healthy(self.url, self.proc, self.what, timeout)
+        return self
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def llama_server(binary: Path, model: Path, speakers: int, threads: int | None,
+                 ctx_per_slot: int) -> ServerProcess:
+    port = free_port()
+    cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
+           "-c", str(ctx_per_slot * speakers), "-np", str(speakers), "--no-webui"]
+    if threads:
+        cmd += ["-t", str(threads), "-tb", str(threads)]
+    return ServerProcess(cmd, port, "llama-server")
+
+
+def livetrans_server(model: Path, speakers: int, threads: int | None,
+                     ctx_per_slot: int) -> ServerProcess:
+    port = free_port()
+    cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--model",
+           str(model), "--parallel", str(speakers), "--n-ctx", str(ctx_per_slot),
+           "--log-level", "warning"]
+    if threads:
+        cmd += ["--n-threads", str(threads)]
+    return ServerProcess(cmd, port, "livetrans serve")
+
+
+# -- one update, per method ---------------------------------------------------------------
+
+class Speaker:
+    """The requests of one method; ``update`` returns what the speaker saw."""
+
+    def __init__(self, method: str, url: str, lang: str, caps: dict[str, int],
+                 model_id: str) -> None:
+        self.method, self.url, self.lang, self.caps = method, url, lang, caps
+        self.model_id = model_id
+        self.fmt = FewShotFormat()
+
+    async def update(self, client: httpx.AsyncClient, stream: int, source: str,
+                     final: bool) -> UpdateRecord:
+        t0 = time.perf_counter()
+        if self.method == BASELINE:
+            resp = await client.post(f"{self.url}/completion", json={
+                "prompt": self.fmt.translation(source, "en", self.lang).text,
+                "n_predict": self.caps[source], "temperature": 0.0, "top_k": 1,
+                "stop": ["\n"], "cache_prompt": True})
+            wall = (time.perf_counter() - t0) * 1000
+            resp.raise_for_status()
+            data = resp.json()
+            t = data.get("timings", {})
+            return UpdateRecord(stream, final, data["content"].strip(), wall,
+                                int(t.get("predicted_n", 0)),
+                                {k: float(t.get(k, 0.0)) for k in (*LLAMA_PARTS, "prompt_n",
+                                                                    "predicted_n")})
+        body: dict = {"model": self.model_id,
+                      "messages": [{"role": "user", "content": source}],
+                      "target_lang": self.lang, "source_lang": "en",
+                      "session_id": f"{self.method}-{stream}", "is_final": final,
+                      "context": 0, "max_tokens": self.caps[source]}
+        if self.method == "livetrans-ar":
+            body["drafters"] = []
+        resp = await client.post(f"{self.url}/v1/chat/completions", json=body)
+        wall = (time.perf_counter() - t0) * 1000
+        resp.raise_for_status()
+        data = resp.json()
+        info = data.get("livetrans") or {}
+        return UpdateRecord(stream, final, data["choices"][0]["message"]["content"].strip(),
+                            wall, int(data["usage"]["completion_tokens"]),
+                            dict(info.get("timings") or {}))
+
+
+async def run_method(speaker: Speaker, streams: Sequence[Stream], speakers: int,
+                     run: MethodRun) -> MethodRun:
+    """Every stream, ``speakers`` at a time, each speaker in a closed loop."""
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(len(streams)):
+        queue.put_nowait(i)
+
+    async def one(client: httpx.AsyncClient) -> None:
+        while not queue.empty():
+            i = queue.get_nowait()
+            for u in streams[i].updates:
+                try:
+                    run.records.append(await speaker.update(client, i, u.source, u.is_final))
+                except (httpx.HTTPError, KeyError, ValueError):
+                    run.errors += 1
+
+    limits = httpx.Limits(max_connections=speakers + 2)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(client) for _ in range(speakers)))
+        run.wall_s = time.perf_counter() - t0
+    return run
+
+
+# -- figures ------------------------------------------------------------------------------
+
+def finals(run: MethodRun, n: int) -> list[str]:
+    out = [""] * n
+    for r in run.records:
+        if r.final:
+            out[r.stream] = r.text
+    return out
+
+
+def outputs_by_stream(run: MethodRun, n: int) -> list[list[str]]:
+    out: list[list[str]] = [[] for _ in range(n)]
+    for r in run.records:
+        out[r.stream].append(r.text)
+    return out
+
+
+def pathological(texts: Sequence[str], sources: Sequence[str], lang: str) -> int:
+    examples = FewShotFormat().examples("en", lang)
+    return sum(diagnose(t, s, lang, examples=examples) is not None
+               for t, s in zip(texts, sources, strict=True))
+
+
+def summarize(runs: list[MethodRun], streams: Sequence[Stream], lang: str) -> dict:
+    """Per method: speed against llama-ar, quality of finals, flicker, time per part."""
+    n = len(streams)
+    refs = [s.reference or "" for s in streams]
+    sources = [s.updates[-1].source for s in streams]
+    by_method: dict[str, list[MethodRun]] = {}
+    for r in runs:
+        by_method.setdefault(r.method, []).append(r)
+    base = by_method.get(BASELINE)
+    base_finals = finals(base[0], n) if base else None
+    base_wall = sum(r.wall_s for r in base) if base else None
+    out: dict = {}
+    for method, mruns in by_method.items():
+        first = mruns[0]
+        wall = sum(r.wall_s for r in mruns)
+        updates = sum(len(r.records) for r in mruns)
+        hyps = finals(first, n)
+        row: dict = {
+            "repeats": len(mruns), "updates": updates, "errors": sum(r.errors for r in mruns),
+            "wall_s": round(wall, 2),
+            "updates_per_s": round(updates / wall, 2) if wall else None,
+            "ms_per_update": round(1000 * wall / updates, 1) if updates else None,
+            "speedup": round(base_wall / wall, 3) if base_wall and wall else None,
+            "chrF": round(ChrF().corpus_score(hyps, refs).score, 1),
+            "pathological_finals": pathological(hyps, sources, lang),
+            "ne": round(NormalizedErasure(ne_unit(lang)).corpus_score(
+                outputs_by_stream(first, n)).score, 3),
+            "output_tokens": sum(r.tokens for m in mruns for r in m.records),
+        }
+        if base_finals is not None and method != BASELINE:
+            delta, low, high = paired_chrf_difference(base_finals, hyps, refs)
+            row["chrF_diff"] = [round(delta, 1), round(low, 1), round(high, 1)]
+            row["identical_finals"] = sum(a == b for a, b in zip(base_finals, hyps,
+                                                                 strict=True))
+        row["timings"] = mean_timings([r for m in mruns for r in m.records])
+        out[method] = row
+    return out
+
+
+def mean_timings(records: Sequence[UpdateRecord]) -> dict[str, float]:
+    """Mean per update of every reported part, plus the client's wall time and what the
+    server's parts leave of it (``outside_ms``: HTTP, JSON, the client, the event loop)."""
+    if not records:
+        return {}
+    keys = sorted({k for r in records for k in r.timings})
+    means = {k: round(statistics.fmean(r.timings.get(k, 0.0) for r in records), 2)
+             for k in keys}
+    means["client_wall_ms"] = round(statistics.fmean(r.wall_ms for r in records), 2)
+    inside = means.get("server_ms")
+    if inside is None and "prompt_ms" in means and "predicted_ms" in means \
+            and "prompt_n" in means:  # llama-server: its two parts are all it reports
+        inside = means["prompt_ms"] + means["predicted_ms"]
+    if inside is not None:
+        means["outside_ms"] = round(means["client_wall_ms"] - inside, 2)
+    return means
+
+
+def speed_table(report: dict) -> Table:
+    t = Table(["file", "speakers", "method", "updates", "wall s", "ms/update",
+               f"speedup vs {BASELINE}", "chrF", f"chrF diff vs {BASELINE} [95%]",
+               "pathological finals", "NE"], title="Live re-translation, closed loop")
+    for (model, speakers), methods in report.items():
+        for method, row in methods.items():
+            diff = row.get("chrF_diff")
+            t.add(model, speakers, method, row["updates"], row["wall_s"],
+                  row["ms_per_update"], row["speedup"], row["chrF"],
+                  f"{diff[0]:+.1f} [{diff[1]:+.1f}, {diff[2]:+.1f}]" if diff else "-",
+                  row["pathological_finals"], row["ne"])
+    return t
+
+
+def breakdown_table(report: dict) -> Table:
+    """Where an update's time goes: mean ms per update of each part, every method."""
+    columns = [(model, speakers, method) for (model, speakers), methods in report.items()
+               for method in methods]
+    t = Table(["part", *(f"{m} {s}sp {meth}" for m, s, meth in columns)],
+              title="Mean per update (ms; rows and steps as counts)")
+    rows = [*PARTS, "server_ms", "prefill_rows", "verify_rows", "decode_rows",
+            "decode_steps", "generations", *LLAMA_PARTS, "prompt_n", "predicted_n",
+            "client_wall_ms", "outside_ms"]
+    for part in rows:
+        label = f"  ({part} inside)" if part in NESTED else part
+        cells = []
+        for model, speakers, method in columns:
+            value = report[(model, speakers)][method]["timings"].get(part)
+            cells.append("-" if value is None else f"{value:g}")
+        if any(c != "-" for c in cells):
+            t.add(label, *cells)
+    return t
+
+
+# -- the run ------------------------------------------------------------------------------
+
+def token_caps(url: str, updates: Sequence[str]) -> dict[str, int]:
+    """livetrans's cap for each source (``translation_token_cap``: 3 tokens a source token
+    + 16, at most 256), counted with llama-server's tokenizer of the same file."""
+    caps = {}
+    with httpx.Client(timeout=60) as client:
+        for source in updates:
+            if source not in caps:
+                n = len(client.post(f"{url}/tokenize", json={"content": source})
+                        .json()["tokens"])
+                caps[source] = min(256, 3 * n + 16)
+    return caps
+
+
+def resolve_trimmed(value: str | None, model: Path, lang: str) -> Path | None:
+    if value is None:
+        return None
+    if value == "auto":
+        from app.vocab_trim.auto import AutoTrim, served_model
+
+        served = served_model(model, AutoTrim(("en", lang)))
+        if not served.trimmed:
+            raise UsageError(f"{model.name} could not be trimmed for en,{lang} (see the log)")
+        return served.path
+    path = Path(value)
+    if not path.is_file():
+        raise UsageError(f"--trimmed: no such file {path}")
+    return path
+
+
+class Profiler:
+    """py-spy recording one livetrans server process while a run lasts (``--profile``)."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self.binary = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        if folder is not None and not Path(self.binary).exists():
+            raise UsageError("--profile needs py-spy (pip install py-spy)")
+
+    def start(self, pid: int, name: str) -> subprocess.Popen | None:
+        if self.folder is None:
+            return None
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return subprocess.Popen(
+            [self.binary, "record", "--pid", str(pid), "--rate", "200", "--threads",
+             "--native", "--format", "speedscope", "-o", str(self.folder / f"{name}.json")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    @staticmethod
+    def stop(proc: subprocess.Popen | None) -> None:
+        if proc is None:
+            return
+        import signal
+
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def run_live(args: argparse.Namespace) -> dict:
+    binary = args.llama_server
+    model = resolve_model_path(args.model_a)
+    lang = args.langs[0]
+    pairs = read_flores_pair(args.flores_dir, args.split, "en", lang)
+    pairs = pairs[args.offset: args.offset + args.limit]
+    streams = [Stream(str(i), lag_k_stream(src, args.lag), reference=ref)
+               for i, (src, ref) in enumerate(pairs)]
+    files = [model]
+    trimmed = resolve_trimmed(args.trimmed, model, lang)
+    if trimmed is not None:
+        files.append(trimmed)
+    profiler = Profiler(args.profile)
+    report: dict = {}
+    for file in files:
+        for speakers in args.speakers:
+            llama = llama_server(binary, file, speakers, args.threads, args.ctx)
+            live = livetrans_server(file, speakers, args.threads, args.ctx)
+            try:
+                llama.ready()
+                live.ready()
+                caps = token_caps(llama.url, [u.source for s in streams for u in s.updates])
+                model_id = httpx.get(f"{live.url}/v1/models").json()["data"][0]["id"]
+                runs: list[MethodRun] = []
+                order = list(args.methods)
+                for repeat in range(args.repeats):
+                    for method in order[repeat % len(order):] + order[:repeat % len(order)]:
+                        url = llama.url if method == BASELINE else live.url
+                        speaker = Speaker(method, url, lang, caps, model_id)
+                        run = MethodRun(method, file.name, speakers)
+                        recorder = None if method == BASELINE else profiler.start(
+                            live.proc.pid, f"{file.stem}-{speakers}sp-{method}-{repeat}")
+                        try:
+                            asyncio.run(run_method(speaker, streams, speakers, run))
+                        finally:
+                            profiler.stop(recorder)
+                        runs.append(run)
+                        print(f"{file.name} {speakers} speakers {method}: {run.wall_s:.1f} s, "
+                              f"{len(run.records)} updates, {run.errors} errors",
+                              file=sys.stderr, flush=True)
+                report[(file.name, speakers)] = summarize(runs, streams, lang)
+            finally:
+                llama.close()
+                live.close()
+    return report
+
+
+def add_live_options(ap: argparse.ArgumentParser) -> None:
+    group = ap.add_argument_group("--live: live re-translation against llama-server")
+    group.add_argument("--live", action="store_true",
+                       help="closed-loop speakers re-translating lag-k streams: llama-server "
+                            "AR against livetrans AR and SSBD on the same file")
+    group.add_argument("--speakers", type=lambda s: [int(x) for x in s.split(",")],
+                       default=[1], help="closed-loop speakers, comma-separated (1,8)")
+    group.add_argument("--trimmed", default=None,
+                       help="also run on this trimmed GGUF (auto: the copy serve --langs "
+                            "en,LANG builds)")
+    group.add_argument("--methods", type=lambda s: [m for m in s.split(",") if m],
+                       default=list(METHODS), help=f"of {','.join(METHODS)}")
+    group.add_argument("--repeats", type=int, default=1, help="passes of every method")
+    group.add_argument("--ctx", type=int, default=2048, help="context per speaker slot")
+    group.add_argument("--profile", type=Path, default=None,
+                       help="record py-spy profiles of the livetrans server here")
+
+
+def check_live_options(args: argparse.Namespace) -> None:
+    unknown = [m for m in args.methods if m not in METHODS]
+    if unknown:
+        raise UsageError(f"--methods: unknown {','.join(unknown)}; of {','.join(METHODS)}")
+    if any(s < 1 for s in args.speakers) or args.repeats < 1:
+        raise UsageError("--speakers and --repeats must be at least 1")
+    if len(args.langs) != 1:
+        raise UsageError("--live translates into one language: name one with --langs")
+
+
+def write_live(report: dict, path: Path) -> None:
+    flat = {f"{model} {speakers}": methods for (model, speakers), methods in report.items()}
+    path.write_text(json.dumps(flat, indent=1, ensure_ascii=False) + "\n")
+
+
+__all__ = ["add_live_options", "breakdown_table", "check_live_options", "run_live",
+           "speed_table", "summarize", "write_live"]
