@@ -58,7 +58,8 @@ from eval.tables import Table
 
 METHODS = ("llama-ar", "livetrans-ar", "livetrans-ssbd")
 BASELINE = "llama-ar"
-LLAMA_PARTS = ("prompt_ms", "predicted_ms")  # llama-server's own ``timings``
+# llama-server's own ``timings`` (its prompt processing and generation), as reported
+LLAMA_TIMINGS = ("prompt_n", "prompt_ms", "predicted_n", "predicted_ms")
 
 
 @dataclass
@@ -169,8 +170,7 @@ class Speaker:
             t = data.get("timings", {})
             return UpdateRecord(stream, final, data["content"].strip(), wall,
                                 int(t.get("predicted_n", 0)),
-                                {k: float(t.get(k, 0.0)) for k in (*LLAMA_PARTS, "prompt_n",
-                                                                    "predicted_n")})
+                                {f"llama_{k}": float(t.get(k, 0.0)) for k in LLAMA_TIMINGS})
         body: dict = {"model": self.model_id,
                       "messages": [{"role": "user", "content": source}],
                       "target_lang": self.lang, "source_lang": "en",
@@ -284,9 +284,8 @@ def mean_timings(records: Sequence[UpdateRecord]) -> dict[str, float]:
              for k in keys}
     means["client_wall_ms"] = round(statistics.fmean(r.wall_ms for r in records), 2)
     inside = means.get("server_ms")
-    if inside is None and "prompt_ms" in means and "predicted_ms" in means \
-            and "prompt_n" in means:  # llama-server: its two parts are all it reports
-        inside = means["prompt_ms"] + means["predicted_ms"]
+    if inside is None and "llama_predicted_ms" in means:  # its two parts are all it reports
+        inside = means["llama_prompt_ms"] + means["llama_predicted_ms"]
     if inside is not None:
         means["outside_ms"] = round(means["client_wall_ms"] - inside, 2)
     return means
@@ -313,7 +312,7 @@ def breakdown_table(report: dict) -> Table:
     t = Table(["part", *(f"{m} {s}sp {meth}" for m, s, meth in columns)],
               title="Mean per update (ms; rows and steps as counts)")
     rows = [*PARTS, "server_ms", "prefill_rows", "verify_rows", "decode_rows",
-            "decode_steps", "generations", *LLAMA_PARTS, "prompt_n", "predicted_n",
+            "decode_steps", "generations", *(f"llama_{k}" for k in LLAMA_TIMINGS),
             "client_wall_ms", "outside_ms"]
     for part in rows:
         label = f"  ({part} inside)" if part in NESTED else part
