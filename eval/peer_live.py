@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -60,6 +61,8 @@ METHODS = ("llama-ar", "livetrans-ar", "livetrans-ssbd")
 BASELINE = "llama-ar"
 # llama-server's own ``timings`` (its prompt processing and generation), as reported
 LLAMA_TIMINGS = ("prompt_n", "prompt_ms", "predicted_n", "predicted_ms")
+# what livetrans's drafts proposed and had accepted (its ``livetrans`` object), per update
+DRAFT_COUNTS = ("ssbd_draft_tokens", "ssbd_accepted_tokens", "draft_tokens", "accepted_tokens")
 
 
 @dataclass
@@ -135,11 +138,11 @@ def llama_server(binary: Path, model: Path, speakers: int, threads: int | None,
 
 
 def livetrans_server(model: Path, speakers: int, threads: int | None,
-                     ctx_per_slot: int) -> ServerProcess:
+                     ctx_per_slot: int, extra: Sequence[str] = ()) -> ServerProcess:
     port = free_port()
     cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--model",
            str(model), "--parallel", str(speakers), "--n-ctx", str(ctx_per_slot),
-           "--log-level", "warning"]
+           "--log-level", "warning", *extra]
     if threads:
         cmd += ["--n-threads", str(threads)]
     return ServerProcess(cmd, port, "livetrans serve")
@@ -178,14 +181,17 @@ class Speaker:
                       "context": 0, "max_tokens": self.caps[source]}
         if self.method == "livetrans-ar":
             body["drafters"] = []
+        elif "@" in self.method:  # livetrans-ssbd@previous+ngram: those drafters only
+            body["drafters"] = [d for d in self.method.split("@", 1)[1].split("+") if d]
         resp = await client.post(f"{self.url}/v1/chat/completions", json=body)
         wall = (time.perf_counter() - t0) * 1000
         resp.raise_for_status()
         data = resp.json()
         info = data.get("livetrans") or {}
+        counts = {k: float(info.get(k) or 0) for k in DRAFT_COUNTS}
         return UpdateRecord(stream, final, data["choices"][0]["message"]["content"].strip(),
                             wall, int(data["usage"]["completion_tokens"]),
-                            dict(info.get("timings") or {}))
+                            {**(info.get("timings") or {}), **counts})
 
 
 async def run_method(speaker: Speaker, streams: Sequence[Stream], speakers: int,
@@ -312,7 +318,8 @@ def breakdown_table(report: dict) -> Table:
     t = Table(["part", *(f"{m} {s}sp {meth}" for m, s, meth in columns)],
               title="Mean per update (ms; rows and steps as counts)")
     rows = [*PARTS, "server_ms", "prefill_rows", "verify_rows", "decode_rows",
-            "decode_steps", "generations", *(f"llama_{k}" for k in LLAMA_TIMINGS),
+            "decode_steps", "generations", *DRAFT_COUNTS,
+            *(f"llama_{k}" for k in LLAMA_TIMINGS),
             "client_wall_ms", "outside_ms"]
     for part in rows:
         label = f"  ({part} inside)" if part in NESTED else part
@@ -404,7 +411,8 @@ def run_live(args: argparse.Namespace) -> dict:
     for file in files:
         for speakers in args.speakers:
             llama = llama_server(binary, file, speakers, args.threads, args.ctx)
-            live = livetrans_server(file, speakers, args.threads, args.ctx)
+            live = livetrans_server(file, speakers, args.threads, args.ctx,
+                                    shlex.split(args.serve_args))
             try:
                 llama.ready()
                 live.ready()
@@ -445,15 +453,20 @@ def add_live_options(ap: argparse.ArgumentParser) -> None:
                        help="also run on this trimmed GGUF (auto: the copy serve --langs "
                             "en,LANG builds)")
     group.add_argument("--methods", type=lambda s: [m for m in s.split(",") if m],
-                       default=list(METHODS), help=f"of {','.join(METHODS)}")
+                       default=list(METHODS),
+                       help=f"of {','.join(METHODS)}; livetrans-ssbd@previous+ngram: SSBD "
+                            "with those drafters only")
     group.add_argument("--repeats", type=int, default=1, help="passes of every method")
     group.add_argument("--ctx", type=int, default=2048, help="context per speaker slot")
     group.add_argument("--profile", type=Path, default=None,
                        help="record py-spy profiles of the livetrans server here")
+    group.add_argument("--serve-args", default="",
+                       help="more options for livetrans serve, e.g. '--crowded-proposals 0'")
 
 
 def check_live_options(args: argparse.Namespace) -> None:
-    unknown = [m for m in args.methods if m not in METHODS]
+    unknown = [m for m in args.methods if m.split("@", 1)[0] not in METHODS
+               or ("@" in m and not m.startswith("livetrans-ssbd@"))]
     if unknown:
         raise UsageError(f"--methods: unknown {','.join(unknown)}; of {','.join(METHODS)}")
     if any(s < 1 for s in args.speakers) or args.repeats < 1:

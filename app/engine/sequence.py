@@ -244,6 +244,8 @@ class SequenceGeneration:
         self.phase = Phase.DECODE
         if done:
             self._finish(self.result.finish_reason)
+        else:
+            self._end_if_last()
 
     def _absorb_decode(self, row_at: Callable[[int], np.ndarray], base: int) -> None:
         assert self.kv is not None
@@ -258,6 +260,28 @@ class SequenceGeneration:
         self.kv.truncate(len(self.kv.cached) - (len(proposal) - accepted))
         self._proposal = []
         if done:
+            self._finish(self.result.finish_reason)
+        else:
+            self._end_if_last()
+
+    def _end_if_last(self) -> None:
+        """End now when the token just chosen ends the generation (end of generation, a
+        stop string, the token cap, a loop), as ``_plan_decode`` would at the next step.
+
+        Why now: a generation that ends at planning time is handed back only after the
+        step it planned nothing for, which with other sequences in the batch is one more
+        whole forward pass (measured at 8 speakers: 60-115 ms an update). The output and
+        its finish reason are the same either way."""
+        token = self.next_token
+        if token is None or self.done:
+            return
+        if self.rt.is_eog(token):
+            self._finish("stop")
+            return
+        ends = (len(self.out) + 1 >= self.max_tokens
+                or self.stream.would_stop(self.rt.token_bytes(token))
+                or (self.req.stop_on_loop and ends_in_loop([*self.out, token])))
+        if ends and self._emit(token):
             self._finish(self.result.finish_reason)
 
     # -- verification and output -----------------------------------------------------------

@@ -36,12 +36,25 @@ class TextStream:
         if self.stopped:
             return ""
         self._text += self._decoder.decode(data)
-        cut = self._stop_position()
+        cut = self._stop_position(self._text)
         if cut is not None:
             self.stopped = True
             self.final_text = self._text[:cut]
             return self._take(cut)
         return self._take(len(self._text) - self._held_back())
+
+    def would_stop(self, data: bytes) -> bool:
+        """Whether feeding ``data`` would end the stream at a stop string; nothing changes
+        (the engine asks this of a token it has just chosen, to end a generation in the step
+        that chose its stop instead of one forward pass later)."""
+        if self.stopped:
+            return True
+        state = self._decoder.getstate()
+        try:
+            text = self._text + self._decoder.decode(data)
+        finally:
+            self._decoder.setstate(state)
+        return self._stop_position(text) is not None
 
     def finish(self) -> str:
         """Flush at the end of generation (an incomplete character becomes U+FFFD)."""
@@ -62,20 +75,20 @@ class TextStream:
         self._emitted = upto
         return delta
 
-    def _stop_position(self) -> int | None:
+    def _stop_position(self, text: str) -> int | None:
         best: int | None = None
         stops = self.stop_strings + self.client_stops + self.answer_stops
         # Only the region not yet emitted (plus a stop string's length) can hold a new match.
         start = max(0, self._emitted - max((len(s) for s in stops), default=0))
-        text_begins = len(self._text) - len(self._text.lstrip())
+        text_begins = len(text) - len(text.lstrip())
         for stop in stops:
             since = max(start, text_begins) if stop in self.client_stops else start
-            if since >= len(self._text):
+            if since >= len(text):
                 continue
-            idx = self._text.find(stop, since)
+            idx = text.find(stop, since)
             begun = self.answer_begun or answer_begun
-            while idx != -1 and stop in self.answer_stops and not begun(self._text[:idx]):
-                idx = self._text.find(stop, idx + 1)
+            while idx != -1 and stop in self.answer_stops and not begun(text[:idx]):
+                idx = text.find(stop, idx + 1)
             if idx != -1 and (best is None or idx < best):
                 best = idx
         return best

@@ -28,9 +28,16 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import threading
+from array import array
+from collections import OrderedDict
 from pathlib import Path
 
 from app.engine.llama_lib import import_llama, silence_llama_logs
+
+# Tokenizations remembered: texts of at most this many characters (prompt parts, sources),
+# at most this many of them (bounded whatever clients send: ~10 MB at worst).
+TOKENIZE_CACHE_MAX_CHARS = 2048
+TOKENIZE_CACHE_ENTRIES = 1024
 
 
 class LlamaVocab:
@@ -42,6 +49,8 @@ class LlamaVocab:
         self._c_lock = threading.Lock()  # leaf lock around every tokenizer C call
         self._piece_cache: dict[int, bytes] = {}
         self._eog_cache: dict[int, bool] = {}
+        # recent texts' ids (least recently used first), under ``_c_lock``
+        self._text_cache: OrderedDict[tuple[str, bool, bool], array[int]] = OrderedDict()
 
     @classmethod
     def load(cls, model_path: Path) -> LlamaVocab:
@@ -60,6 +69,29 @@ class LlamaVocab:
     model_name: str = ""
 
     def tokenize(self, text: str, add_bos: bool = False, special: bool = False) -> list[int]:
+        """The ids of ``text``; recent short texts are remembered (``TOKENIZE_CACHE``).
+
+        Why remember: every update of a session tokenizes the same prompt parts again (the
+        few-shot examples, the context, the labels), and Gemma's tokenizer took 1.4-2.7 ms
+        an update for them (``livetrans.timings.tokenize_ms``, measured), on the event loop
+        while the forward passes want both cores."""
+        cacheable = len(text) <= TOKENIZE_CACHE_MAX_CHARS
+        key = (text, add_bos, special)
+        if cacheable:
+            with self._c_lock:
+                hit = self._text_cache.get(key)
+                if hit is not None:
+                    self._text_cache.move_to_end(key)
+                    return hit.tolist()
+        ids = self._tokenize(text, add_bos, special)
+        if cacheable:
+            with self._c_lock:
+                self._text_cache[key] = array("i", ids)  # 4 bytes an id
+                if len(self._text_cache) > TOKENIZE_CACHE_ENTRIES:
+                    self._text_cache.popitem(last=False)
+        return ids
+
+    def _tokenize(self, text: str, add_bos: bool, special: bool) -> list[int]:
         data = text.encode("utf-8")
         capacity = len(data) + 8
         with self._c_lock:

@@ -104,3 +104,23 @@ def test_tokenize_and_detokenize_from_threads_while_the_scheduler_generates(engi
     reference = load_vocab()
     assert result.text and reference.detokenize(result.tokens).startswith(result.text)
     reference.close()
+
+
+def test_remembered_tokenizations_equal_fresh_ones_and_stay_bounded(monkeypatch) -> None:
+    import app.engine.vocab as vocab_module
+
+    vocab = load_vocab(None)
+    fresh = {(t, bos, special): vocab._tokenize(t, bos, special)
+             for t in TEXTS for bos in (False, True) for special in (False, True)}
+    for _ in range(2):  # the first round fills the memo, the second reads it
+        for (text, bos, special), ids in fresh.items():
+            got = vocab.tokenize(text, bos, special)
+            assert got == ids
+            got.append(-1)  # a caller changing its list changes nothing remembered
+    monkeypatch.setattr(vocab_module, "TOKENIZE_CACHE_ENTRIES", 5)
+    for i in range(50):
+        vocab.tokenize(f"text number {i}")
+    assert len(vocab._text_cache) == 5
+    long_text = "word " * (vocab_module.TOKENIZE_CACHE_MAX_CHARS // 5 + 1)
+    vocab.tokenize(long_text)
+    assert (long_text, False, False) not in vocab._text_cache  # long texts are not kept
