@@ -87,7 +87,7 @@ class LlamaVocab:
         if cacheable:
             with self._c_lock:
                 self._text_cache[key] = array("i", ids)  # 4 bytes an id
-                if len(self._text_cache) > TOKENIZE_CACHE_ENTRIES:
+                while len(self._text_cache) > TOKENIZE_CACHE_ENTRIES:
                     self._text_cache.popitem(last=False)
         return ids
 
