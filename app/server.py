@@ -10,6 +10,7 @@ included, is logged and counted under its route template), CORS, the body size l
 
 from __future__ import annotations
 
+import gc
 import logging
 import socket
 import threading
@@ -155,6 +156,9 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
             _load_engine(state)
             if state.load_error and on_load_error is not None:
                 on_load_error(state.load_error)
+            # what start-up made lives as long as the server: out of the collector's
+            # way, so a full collection on the event loop does not walk it again
+            gc.freeze()
 
         loader = threading.Thread(target=load, daemon=True)
         loader.start()

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import shlex
 import shutil
 import statistics
@@ -87,6 +88,7 @@ class MethodRun:
     wall_s: float = 0.0
     records: list[UpdateRecord] = field(default_factory=list)
     errors: int = 0
+    first_error: str = ""  # what the first failed request said
 
 
 # -- the servers --------------------------------------------------------------------------
@@ -177,7 +179,8 @@ class Speaker:
         body: dict = {"model": self.model_id,
                       "messages": [{"role": "user", "content": source}],
                       "target_lang": self.lang, "source_lang": "en",
-                      "session_id": f"{self.method}-{stream}", "is_final": final,
+                      "session_id": re.sub(r"[^A-Za-z0-9-]", "-", f"{self.method}-{stream}"),
+                      "is_final": final,
                       "context": 0, "max_tokens": self.caps[source]}
         if self.method == "livetrans-ar":
             body["drafters"] = []
@@ -207,8 +210,12 @@ async def run_method(speaker: Speaker, streams: Sequence[Stream], speakers: int,
             for u in streams[i].updates:
                 try:
                     run.records.append(await speaker.update(client, i, u.source, u.is_final))
-                except (httpx.HTTPError, KeyError, ValueError):
+                except (httpx.HTTPError, KeyError, ValueError) as exc:
                     run.errors += 1
+                    if not run.first_error:
+                        detail = exc.response.text[:200] \
+                            if isinstance(exc, httpx.HTTPStatusError) else ""
+                        run.first_error = f"{type(exc).__name__}: {exc} {detail}".strip()
 
     limits = httpx.Limits(max_connections=speakers + 2)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
@@ -433,7 +440,8 @@ def run_live(args: argparse.Namespace) -> dict:
                             profiler.stop(recorder)
                         runs.append(run)
                         print(f"{file.name} {speakers} speakers {method}: {run.wall_s:.1f} s, "
-                              f"{len(run.records)} updates, {run.errors} errors",
+                              f"{len(run.records)} updates, {run.errors} errors"
+                              + (f" (first: {run.first_error})" if run.errors else ""),
                               file=sys.stderr, flush=True)
                 report[(file.name, speakers)] = summarize(runs, streams, lang)
             finally:
