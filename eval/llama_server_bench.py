@@ -17,22 +17,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import httpx
 
 from app.model_files import resolve_model_path
 from app.translation.prompts import FewShotFormat
 from app.usage import PlainHelp, UsageError, require_file
 from eval.datasets.flores import add_flores_options, read_flores_pair
 from eval.datasets.streams import lag_k_stream
-from eval.local_server import free_port
 from eval.metrics.quality import ChrF, paired_chrf_difference
 from eval.peer_live import (
+    ServerProcess,
     add_live_options,
     breakdown_table,
     check_live_options,
+    llama_server,
     run_live,
     speed_table,
     write_live,
@@ -74,51 +76,16 @@ def summary(a: ModelRun, b: ModelRun, refs: list[str]) -> dict:
     }
 
 
-class LlamaServer:
-    """One ``llama-server`` process on a loopback port."""
-
-    def __init__(self, binary: Path, model: Path, threads: int | None, ctx: int) -> None:
-        self.port = free_port()
-        cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port",
-               str(self.port), "-c", str(ctx), "-np", "1", "--no-webui"]
-        if threads:
-            cmd += ["-t", str(threads)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def wait_ready(self, timeout: float = 120) -> None:
-        import httpx
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise UsageError(f"llama-server exited with code {self.proc.returncode}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2).status_code \
-                        == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        raise UsageError("llama-server did not become ready in time")
-
-    def complete(self, prompt: str, max_tokens: int) -> tuple[str, int, float]:
-        import httpx
-
-        resp = httpx.post(f"http://127.0.0.1:{self.port}/completion", timeout=300, json={
-            "prompt": prompt, "n_predict": max_tokens, "temperature": 0.0, "top_k": 1,
-            "stop": ["\n"], "cache_prompt": True})
-        resp.raise_for_status()
-        data = resp.json()
-        timings = data.get("timings", {})
-        return data["content"], int(timings.get("predicted_n", 0)), \
-            float(timings.get("predicted_ms", 0.0))
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+def complete(server: ServerProcess, prompt: str, max_tokens: int) -> tuple[str, int, float]:
+    """One greedy ``/completion`` on llama-server: (text, tokens generated, their ms)."""
+    resp = httpx.post(f"{server.url}/completion", timeout=300, json={
+        "prompt": prompt, "n_predict": max_tokens, "temperature": 0.0, "top_k": 1,
+        "stop": ["\n"], "cache_prompt": True})
+    resp.raise_for_status()
+    data = resp.json()
+    timings = data.get("timings", {})
+    return data["content"], int(timings.get("predicted_n", 0)), \
+        float(timings.get("predicted_ms", 0.0))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,10 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     models = [resolve_model_path(args.model_a), resolve_model_path(args.model_b)]
     fmt = FewShotFormat()
     report = {}
-    servers = [LlamaServer(binary, m, args.threads, 2048) for m in models]
+    servers = [llama_server(binary, m, 1, args.threads, 2048) for m in models]
     try:
         for s in servers:
-            s.wait_ready()
+            s.ready(120)
         for lang in args.langs:
             pairs = read_flores_pair(args.flores_dir, args.split, "en", lang)
             pairs = pairs[args.offset: args.offset + args.limit]
@@ -163,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                     prompt = fmt.translation(update.source, "en", lang).text
                     for server, run in zip(servers, runs, strict=True):
                         t0 = time.perf_counter()
-                        text, n, _ = server.complete(prompt, args.max_tokens)
+                        text, n, _ = complete(server, prompt, args.max_tokens)
                         run.wall_s += time.perf_counter() - t0
                         run.tokens += n
                         if update.is_final:
