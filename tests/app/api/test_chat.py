@@ -6,6 +6,10 @@ import httpx
 import openai
 import pytest
 
+from app.engine.verify import top2_gap
+from app.translation.prompts import FewShotFormat
+from tests.numerics import NEAR_TIE, first_difference
+
 SOURCE = "The library opens at nine o'clock every morning."
 
 
@@ -77,14 +81,25 @@ def test_session_updates_reuse_the_previous_translation(openai_client) -> None:
     assert final.model_extra["livetrans"]["display_text"] == final.choices[0].message.content
 
 
-def test_prediction_is_used_as_a_draft(openai_client) -> None:
+def test_prediction_is_used_as_a_draft(openai_client, engine) -> None:
     own = _translate(openai_client).choices[0].message.content
     r = openai_client.chat.completions.create(
         model="default", messages=[{"role": "user", "content": SOURCE}],
         prediction={"type": "content", "content": own}, extra_body={"target_lang": "de"})
     details = r.usage.completion_tokens_details
     assert details.accepted_prediction_tokens > 0
-    assert r.choices[0].message.content == own
+    got = r.choices[0].message.content
+    if got != own:
+        # Both are greedy (a prediction is verified with beta 0), but the prediction is
+        # verified in one pass and the first answer was decoded token by token: the shapes
+        # may part them at a near-tie only (tests/numerics.py), never elsewhere.
+        rt = engine.rt
+        prompt = rt.tokenize(FewShotFormat().translation(SOURCE, "en", "de").text,
+                             add_bos=True)
+        a, b = rt.tokenize(" " + own), rt.tokenize(" " + got)
+        k = first_difference(a, b)
+        first, _ = engine.evaluate_prompt(prompt + a[:k])
+        assert top2_gap(engine.row(first)) < NEAR_TIE, (own, got)
 
 
 def test_plain_chat_without_target_lang(openai_client) -> None:
