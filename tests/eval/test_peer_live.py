@@ -1,5 +1,5 @@
-"""``llama-server-bench --live``'s figures (``eval.peer_live``): llama-server itself is not
-part of livetrans and is not run here; the summary, tables and options are."""
+"""``llama-server-bench --live``'s options (``eval.peer_live``); the servers are not run
+here (llama-server is not part of livetrans)."""
 
 from __future__ import annotations
 
@@ -8,70 +8,7 @@ import argparse
 import pytest
 
 from app.usage import UsageError
-from eval.datasets.streams import Stream, lag_k_stream
-from eval.peer_live import (
-    MethodRun,
-    UpdateRecord,
-    add_live_options,
-    breakdown_table,
-    check_live_options,
-    mean_timings,
-    speed_table,
-    summarize,
-)
-
-SOURCES = ["The bakery opens at seven.", "We walked home in the rain today."]
-REFS = ["Die Bäckerei öffnet um sieben.", "Wir gingen heute im Regen nach Hause."]
-
-
-def _streams() -> list[Stream]:
-    return [Stream(str(i), lag_k_stream(s, 3), reference=r)
-            for i, (s, r) in enumerate(zip(SOURCES, REFS, strict=True))]
-
-
-def _run(method: str, wall: float, outputs: list[list[str]], timings: dict) -> MethodRun:
-    run = MethodRun(method, "m.gguf", 1, wall_s=wall)
-    for i, texts in enumerate(outputs):
-        for j, text in enumerate(texts):
-            run.records.append(UpdateRecord(i, j == len(texts) - 1, text, 100.0, 5,
-                                            dict(timings)))
-    return run
-
-
-def test_summary_sets_livetrans_against_llama_server_on_the_same_streams() -> None:
-    llama = _run("llama-ar", 4.0, [["Die Bäckerei", "Die Bäckerei öffnet um sieben."],
-                                   ["Wir gingen im Regen heim."]],
-                 {"llama_prompt_ms": 10.0, "llama_predicted_ms": 60.0, "llama_prompt_n": 4,
-                  "llama_predicted_n": 5})
-    ssbd = _run("livetrans-ssbd", 2.5, [["Die Bäckerei", "Die Bäckerei öffnet um sieben."],
-                                        ["Wir gingen heute im Regen nach Hause."]],
-                {"server_ms": 80.0, "forward_decode_ms": 50.0, "verify_rows": 3})
-    s = summarize([llama, ssbd], _streams(), "de")
-    assert s["livetrans-ssbd"]["speedup"] == 1.6
-    assert s["llama-ar"]["speedup"] == 1.0
-    assert s["livetrans-ssbd"]["identical_finals"] == 1
-    assert s["livetrans-ssbd"]["chrF_diff"][0] > 0
-    assert s["livetrans-ssbd"]["chrF"] > s["llama-ar"]["chrF"]
-    assert s["livetrans-ssbd"]["ne"] == 0.0  # each update only grew the text
-    assert s["llama-ar"]["pathological_finals"] == 0
-    # what the servers' own parts leave of the client's wait
-    assert s["livetrans-ssbd"]["timings"]["outside_ms"] == 20.0
-    assert s["llama-ar"]["timings"]["outside_ms"] == 30.0
-    report = {("m.gguf", 1): s}
-    speed = speed_table(report).markdown()
-    assert "livetrans-ssbd" in speed and "1.6" in speed
-    parts = breakdown_table(report).markdown()
-    assert "forward_decode_ms" in parts and "llama_predicted_ms" in parts
-
-
-def test_a_looping_final_counts_as_pathological() -> None:
-    loop = "am Montag, am Dienstag, " * 8
-    run = _run("llama-ar", 1.0, [[loop], ["Wir gingen im Regen heim."]], {})
-    assert summarize([run], _streams(), "de")["llama-ar"]["pathological_finals"] == 1
-
-
-def test_mean_timings_of_no_records_is_empty() -> None:
-    assert mean_timings([]) == {}
+from eval.peer_live import add_live_options, check_live_options
 
 
 def _args(*argv: str) -> argparse.Namespace:
