@@ -46,7 +46,7 @@ import httpx
 
 from app.model_files import resolve_model_path
 from app.translation.prompts import FewShotFormat
-from app.usage import UsageError
+from app.usage import UsageError, comma_list, positive_int
 from eval.datasets.flores import read_flores_pair
 from eval.datasets.streams import Stream, lag_k_stream
 from eval.local_server import free_port
@@ -314,16 +314,16 @@ def add_live_options(ap: argparse.ArgumentParser) -> None:
     group.add_argument("--live", action="store_true",
                        help="closed-loop speakers re-translating lag-k streams: llama-server "
                             "AR against livetrans AR and SSBD on the same file")
-    group.add_argument("--speakers", type=lambda s: [int(x) for x in s.split(",")],
-                       default=[1], help="closed-loop speakers, comma-separated (1,8)")
+    group.add_argument("--speakers", type=comma_list(positive_int, "a positive whole number"),
+                       default="1", help="closed-loop speakers, comma-separated (1,8)")
     group.add_argument("--trimmed", default=None,
                        help="also run on this trimmed GGUF (auto: the copy serve --langs "
                             "en,LANG builds)")
-    group.add_argument("--methods", type=lambda s: [m for m in s.split(",") if m],
-                       default=list(METHODS),
+    group.add_argument("--methods", default=",".join(METHODS),
                        help=f"of {','.join(METHODS)}; livetrans-ssbd@previous+ngram: SSBD "
                             "with those drafters only")
-    group.add_argument("--repeats", type=int, default=1, help="passes of every method")
+    group.add_argument("--repeats", type=positive_int, default=1,
+                       help="passes of every method")
     group.add_argument("--ctx", type=int, default=2048, help="context per speaker slot")
     group.add_argument("--profile", type=Path, default=None,
                        help="record py-spy profiles of the livetrans server here")
@@ -332,12 +332,17 @@ def add_live_options(ap: argparse.ArgumentParser) -> None:
 
 
 def check_live_options(args: argparse.Namespace) -> None:
+    """Refuse what cannot run, in one line; ``--speakers`` and ``--methods`` become lists."""
+    if isinstance(args.speakers, str):
+        args.speakers = [int(x) for x in args.speakers.split(",") if x.strip()]
+    if isinstance(args.methods, str):
+        args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in args.methods if m.split("@", 1)[0] not in METHODS
                or ("@" in m and not m.startswith("livetrans-ssbd@"))]
     if unknown:
         raise UsageError(f"--methods: unknown {','.join(unknown)}; of {','.join(METHODS)}")
-    if any(s < 1 for s in args.speakers) or args.repeats < 1:
-        raise UsageError("--speakers and --repeats must be at least 1")
+    if not args.speakers or not args.methods:
+        raise UsageError("--speakers and --methods need at least one value")
     if len(args.langs) != 1:
         raise UsageError("--live translates into one language: name one with --langs")
 

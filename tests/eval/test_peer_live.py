@@ -24,5 +24,10 @@ def test_live_options_refuse_unknown_methods_and_several_languages() -> None:
         check_live_options(_args("--methods", "llama-ar,fast"))
     with pytest.raises(UsageError, match="one language"):
         check_live_options(_args("--langs", "de,ja"))
-    with pytest.raises(UsageError, match="at least 1"):
-        check_live_options(_args("--speakers", "0"))
+    with pytest.raises(UsageError, match="at least one"):
+        check_live_options(_args("--speakers", ","))
+    with pytest.raises(SystemExit):  # argparse's one line: not a positive whole number
+        _args("--speakers", "1,0")
+    args = _args("--speakers", "1,8", "--methods", "llama-ar,livetrans-ssbd@previous")
+    check_live_options(args)
+    assert args.speakers == [1, 8] and args.methods == ["llama-ar", "livetrans-ssbd@previous"]
