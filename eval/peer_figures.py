@@ -18,7 +18,9 @@ from eval.metrics.erasure import NormalizedErasure, ne_unit
 from eval.metrics.quality import ChrF, paired_chrf_difference
 from eval.tables import Table
 
-METHODS = ("llama-ar", "livetrans-ar", "livetrans-ssbd")
+METHODS = ("llama-ar", "livetrans-ar", "livetrans-ssbd", "livetrans-ws-ar",
+           "livetrans-ws-ssbd")
+DEFAULT_METHODS = METHODS[:3]
 BASELINE = "llama-ar"
 # llama-server's own ``timings`` (its prompt processing and generation), as reported
 LLAMA_TIMINGS = ("prompt_n", "prompt_ms", "predicted_n", "predicted_ms")
@@ -49,6 +51,10 @@ class MethodRun:
     records: list[UpdateRecord] = field(default_factory=list)
     errors: int = 0
     first_error: str = ""  # what the first failed request said
+
+    def failed(self, why: str) -> None:
+        self.errors += 1
+        self.first_error = self.first_error or why
 
 
 def finals(run: MethodRun, n: int) -> list[str]:

@@ -11,7 +11,10 @@ streams (the source revealed k words at a time), every update re-translated, by
 * ``livetrans-ar``: livetrans (``--parallel C``), each update a translation request of a
   session with no drafts (``drafters: []``): re-translation from scratch;
 * ``livetrans-ssbd``: the same with the server's defaults (the previous translation
-  verified as a draft, drafters after it).
+  verified as a draft, drafters after it);
+* ``livetrans-ws-ar`` and ``livetrans-ws-ssbd`` (asked for with ``--methods``): the same
+  two over the WebSocket, a ``/v1/live`` connection a stream, ``partial`` / ``final``
+  frames, each sent when the last caption arrived.
 
 Both servers get the same rendered prompt (livetrans with ``context: 0``: no earlier
 finals) and the same token cap. ``C`` closed-loop speakers share the streams (a speaker
@@ -52,6 +55,7 @@ from eval.datasets.streams import Stream, lag_k_stream
 from eval.local_server import free_port
 from eval.peer_figures import (
     BASELINE,
+    DEFAULT_METHODS,
     DRAFT_COUNTS,
     LLAMA_TIMINGS,
     METHODS,
@@ -115,7 +119,8 @@ def livetrans_server(model: Path, speakers: int, threads: int | None,
     port = free_port()
     cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--model",
            str(model), "--parallel", str(speakers), "--n-ctx", str(ctx_per_slot),
-           "--log-level", "warning", *extra]
+           "--log-level", "warning", "--max-live-sessions", str(max(8, 2 * speakers)),
+           *extra]
     if threads:
         cmd += ["--n-threads", str(threads)]
     return ServerProcess(cmd, port, "livetrans serve")
@@ -168,6 +173,73 @@ class Speaker:
                             {**(info.get("timings") or {}), **counts})
 
 
+    async def stream(self, client: httpx.AsyncClient, i: int, stream: Stream,
+                     run: MethodRun) -> None:
+        """One stream's updates, each sent when the answer to the last has arrived."""
+        for u in stream.updates:
+            try:
+                run.records.append(await self.update(client, i, u.source, u.is_final))
+            except (httpx.HTTPError, KeyError, ValueError) as exc:
+                detail = exc.response.text[:200] \
+                    if isinstance(exc, httpx.HTTPStatusError) else ""
+                run.failed(f"{type(exc).__name__}: {exc} {detail}".strip())
+
+
+class LiveSpeaker(Speaker):
+    """``livetrans-ws-*``: one WebSocket ``/v1/live`` connection a stream (its session),
+    the updates as ``partial`` / ``final`` frames, each sent when the last one's caption
+    arrived (so none is coalesced); the caption's ``stats`` carry the timings."""
+
+    async def stream(self, client: httpx.AsyncClient, i: int, stream: Stream,
+                     run: MethodRun) -> None:
+        import websockets
+
+        start: dict = {"type": "start", "target_lang": self.lang, "source_lang": "en",
+                       "context": 0}
+        if self.method == "livetrans-ws-ar":
+            start["drafters"] = []
+        url = self.url.replace("http://", "ws://") + "/v1/live"
+        try:
+            async with websockets.connect(url, max_size=None) as ws:
+                await ws.send(json.dumps(start))
+                await self._frame(ws, "ready")
+                for u in stream.updates:
+                    t0 = time.perf_counter()
+                    await ws.send(json.dumps({"type": "final" if u.is_final else "partial",
+                                              "segment": 0, "text": u.source}))
+                    caption = await self._frame(ws, "caption")
+                    wall = (time.perf_counter() - t0) * 1000
+                    stats = caption.get("stats") or {}
+                    counts = {k: float(stats.get(k) or 0) for k in DRAFT_COUNTS}
+                    tokens = int(stats.get("accepted_tokens") or 0) + \
+                        int(stats.get("new_tokens") or 0)
+                    run.records.append(UpdateRecord(i, u.is_final, caption["text"].strip(),
+                                                    wall, tokens,
+                                                    {**(stats.get("timings") or {}),
+                                                     **counts}))
+                await ws.send(json.dumps({"type": "stop"}))
+                await self._frame(ws, "done")
+        except (OSError, websockets.WebSocketException, KeyError, ValueError,
+                RuntimeError) as exc:
+            run.failed(f"{type(exc).__name__}: {exc}")
+
+    @staticmethod
+    async def _frame(ws, kind: str) -> dict:  # noqa: ANN001 - a websockets connection
+        """The next frame of ``kind``; an ``error`` frame raises with its message."""
+        while True:
+            msg = json.loads(await asyncio.wait_for(ws.recv(), 600))
+            if msg.get("type") == kind:
+                return msg
+            if msg.get("type") == "error":
+                raise RuntimeError(f"{msg.get('code')}: {msg.get('message')}")
+
+
+def speaker_for(method: str, url: str, lang: str, caps: dict[str, int],
+                model_id: str) -> Speaker:
+    cls = LiveSpeaker if method.startswith("livetrans-ws-") else Speaker
+    return cls(method, url, lang, caps, model_id)
+
+
 async def run_method(speaker: Speaker, streams: Sequence[Stream], speakers: int,
                      run: MethodRun) -> MethodRun:
     """Every stream, ``speakers`` at a time, each speaker in a closed loop."""
@@ -178,15 +250,7 @@ async def run_method(speaker: Speaker, streams: Sequence[Stream], speakers: int,
     async def one(client: httpx.AsyncClient) -> None:
         while not queue.empty():
             i = queue.get_nowait()
-            for u in streams[i].updates:
-                try:
-                    run.records.append(await speaker.update(client, i, u.source, u.is_final))
-                except (httpx.HTTPError, KeyError, ValueError) as exc:
-                    run.errors += 1
-                    if not run.first_error:
-                        detail = exc.response.text[:200] \
-                            if isinstance(exc, httpx.HTTPStatusError) else ""
-                        run.first_error = f"{type(exc).__name__}: {exc} {detail}".strip()
+            await speaker.stream(client, i, streams[i], run)
 
     limits = httpx.Limits(max_connections=speakers + 2)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
@@ -195,8 +259,6 @@ async def run_method(speaker: Speaker, streams: Sequence[Stream], speakers: int,
         run.wall_s = time.perf_counter() - t0
     return run
 
-
-# -- figures ------------------------------------------------------------------------------
 
 # -- the run ------------------------------------------------------------------------------
 
@@ -289,7 +351,7 @@ def run_live(args: argparse.Namespace) -> dict:
                 for repeat in range(args.repeats):
                     for method in order[repeat % len(order):] + order[:repeat % len(order)]:
                         url = llama.url if method == BASELINE else live.url
-                        speaker = Speaker(method, url, lang, caps, model_id)
+                        speaker = speaker_for(method, url, lang, caps, model_id)
                         run = MethodRun(method, file.name, speakers)
                         recorder = None if method == BASELINE else profiler.start(
                             live.proc.pid, f"{file.stem}-{speakers}sp-{method}-{repeat}")
@@ -319,7 +381,7 @@ def add_live_options(ap: argparse.ArgumentParser) -> None:
     group.add_argument("--trimmed", default=None,
                        help="also run on this trimmed GGUF (auto: the copy serve --langs "
                             "en,LANG builds)")
-    group.add_argument("--methods", default=",".join(METHODS),
+    group.add_argument("--methods", default=",".join(DEFAULT_METHODS),
                        help=f"of {','.join(METHODS)}; livetrans-ssbd@previous+ngram: SSBD "
                             "with those drafters only")
     group.add_argument("--repeats", type=positive_int, default=1,
