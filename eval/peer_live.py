@@ -13,8 +13,8 @@ streams (the source revealed k words at a time), every update re-translated, by
 * ``livetrans-ssbd``: the same with the server's defaults (the previous translation
   verified as a draft, drafters after it);
 * ``livetrans-ws-ar`` and ``livetrans-ws-ssbd`` (asked for with ``--methods``): the same
-  two over the WebSocket, a ``/v1/live`` connection a stream, ``partial`` / ``final``
-  frames, each sent when the last caption arrived.
+  two over the WebSocket, one ``/v1/live`` connection a speaker, a segment a stream,
+  ``partial`` / ``final`` frames, each sent when the last caption arrived.
 
 Both servers get the same rendered prompt (livetrans with ``context: 0``: no earlier
 finals) and the same token cap. ``C`` closed-loop speakers share the streams (a speaker
@@ -42,7 +42,8 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -173,9 +174,14 @@ class Speaker:
                             {**(info.get("timings") or {}), **counts})
 
 
-    async def stream(self, client: httpx.AsyncClient, i: int, stream: Stream,
-                     run: MethodRun) -> None:
+    @asynccontextmanager
+    async def session(self, client: httpx.AsyncClient) -> AsyncIterator[object]:
+        """What one speaker keeps for all its streams (here: the shared HTTP client)."""
+        yield client
+
+    async def stream(self, handle: object, i: int, stream: Stream, run: MethodRun) -> None:
         """One stream's updates, each sent when the answer to the last has arrived."""
+        client = handle
         for u in stream.updates:
             try:
                 run.records.append(await self.update(client, i, u.source, u.is_final))
@@ -186,12 +192,13 @@ class Speaker:
 
 
 class LiveSpeaker(Speaker):
-    """``livetrans-ws-*``: one WebSocket ``/v1/live`` connection a stream (its session),
-    the updates as ``partial`` / ``final`` frames, each sent when the last one's caption
-    arrived (so none is coalesced); the caption's ``stats`` carry the timings."""
+    """``livetrans-ws-*``: a speaker's one WebSocket ``/v1/live`` connection for all its
+    streams, as a captioning client keeps one for a talk: a stream is a segment, its
+    updates ``partial`` / ``final`` frames, each sent when the last one's caption arrived
+    (so none is coalesced); the caption's ``stats`` carry the timings."""
 
-    async def stream(self, client: httpx.AsyncClient, i: int, stream: Stream,
-                     run: MethodRun) -> None:
+    @asynccontextmanager
+    async def session(self, client: httpx.AsyncClient) -> AsyncIterator[object]:
         import websockets
 
         start: dict = {"type": "start", "target_lang": self.lang, "source_lang": "en",
@@ -199,26 +206,31 @@ class LiveSpeaker(Speaker):
         if self.method == "livetrans-ws-ar":
             start["drafters"] = []
         url = self.url.replace("http://", "ws://") + "/v1/live"
+        async with websockets.connect(url, max_size=None) as ws:
+            await ws.send(json.dumps(start))
+            await self._frame(ws, "ready")
+            yield ws
+            await ws.send(json.dumps({"type": "stop"}))
+            await self._frame(ws, "done")
+
+    async def stream(self, handle: object, i: int, stream: Stream, run: MethodRun) -> None:
+        import websockets
+
+        ws = handle
         try:
-            async with websockets.connect(url, max_size=None) as ws:
-                await ws.send(json.dumps(start))
-                await self._frame(ws, "ready")
-                for u in stream.updates:
-                    t0 = time.perf_counter()
-                    await ws.send(json.dumps({"type": "final" if u.is_final else "partial",
-                                              "segment": 0, "text": u.source}))
-                    caption = await self._frame(ws, "caption")
-                    wall = (time.perf_counter() - t0) * 1000
-                    stats = caption.get("stats") or {}
-                    counts = {k: float(stats.get(k) or 0) for k in DRAFT_COUNTS}
-                    tokens = int(stats.get("accepted_tokens") or 0) + \
-                        int(stats.get("new_tokens") or 0)
-                    run.records.append(UpdateRecord(i, u.is_final, caption["text"].strip(),
-                                                    wall, tokens,
-                                                    {**(stats.get("timings") or {}),
-                                                     **counts}))
-                await ws.send(json.dumps({"type": "stop"}))
-                await self._frame(ws, "done")
+            for u in stream.updates:
+                t0 = time.perf_counter()
+                await ws.send(json.dumps({"type": "final" if u.is_final else "partial",
+                                          "segment": i, "text": u.source}))
+                caption = await self._frame(ws, "caption")
+                wall = (time.perf_counter() - t0) * 1000
+                stats = caption.get("stats") or {}
+                counts = {k: float(stats.get(k) or 0) for k in DRAFT_COUNTS}
+                tokens = int(stats.get("accepted_tokens") or 0) + \
+                    int(stats.get("new_tokens") or 0)
+                run.records.append(UpdateRecord(i, u.is_final, caption["text"].strip(), wall,
+                                                tokens, {**(stats.get("timings") or {}),
+                                                         **counts}))
         except (OSError, websockets.WebSocketException, KeyError, ValueError,
                 RuntimeError) as exc:
             run.failed(f"{type(exc).__name__}: {exc}")
@@ -248,9 +260,13 @@ async def run_method(speaker: Speaker, streams: Sequence[Stream], speakers: int,
         queue.put_nowait(i)
 
     async def one(client: httpx.AsyncClient) -> None:
-        while not queue.empty():
-            i = queue.get_nowait()
-            await speaker.stream(client, i, streams[i], run)
+        try:
+            async with speaker.session(client) as handle:
+                while not queue.empty():
+                    i = queue.get_nowait()
+                    await speaker.stream(handle, i, streams[i], run)
+        except Exception as exc:  # noqa: BLE001 - a speaker that cannot connect: counted, said
+            run.failed(f"{type(exc).__name__}: {exc}")
 
     limits = httpx.Limits(max_connections=speakers + 2)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
