@@ -67,7 +67,8 @@ def load_model(settings: ModelSettings | None = None, **overrides: object) -> Lo
     path = resolve_model_path(settings.model)
     runtime = LlamaRuntime(RuntimeConfig(
         model_path=path, n_ctx=settings.n_ctx, n_threads=settings.n_threads,
-        n_gpu_layers=settings.n_gpu_layers, verbose=settings.verbose_llama,
+        n_gpu_layers=settings.n_gpu_layers, n_ubatch=settings.n_ubatch,
+        verbose=settings.verbose_llama,
         n_seq=settings.parallel,
     ))
     try:

@@ -72,6 +72,10 @@ class ModelSettings(BaseSettings):
     n_ctx: int = Field(4096, ge=256, description="context window in tokens")
     n_threads: int | None = Field(None, ge=1, description="CPU threads (default: all cores)")
     n_gpu_layers: int = Field(0, description="layers offloaded to the GPU (-1 = all)")
+    n_ubatch: int | None = Field(
+        None, ge=1, description="rows llama.cpp computes at once (default: 48 on the CPU, "
+                                "where 64 or more rows of several sequences cost a third "
+                                "more each; 512 with GPU layers)")
     omp_wait_policy: Literal["auto", "active", "passive"] = Field(
         "auto", description="how idle CPU threads wait: auto (OpenMP default, fastest on a "
         "dedicated CPU), active, or passive (steadier when other processes share the cores)")
