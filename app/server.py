@@ -61,6 +61,7 @@ def _load_engine(state: ServerState) -> None:
             scheduler=SchedulerConfig(step_tokens=settings.step_tokens,
                                       prefill_chunk=settings.prefill_chunk,
                                       crowded_proposals=settings.crowded_proposals,
+                                      crowded_draft=settings.crowded_draft,
                                       final_steps=settings.final_steps),
             max_queue_wait_s=settings.max_queue_wait_s,
             on_step=metrics.observe_step,

@@ -160,6 +160,10 @@ class ServerSettings(BaseSettings):
     crowded_proposals: int | None = Field(
         None, ge=0, description="drafter proposals per sequence when several sequences "
                                 "decode in one forward pass (default: no cap)")
+    crowded_draft: int | None = Field(
+        None, ge=0, description="SSBD draft tokens a sequence verifies per forward pass when "
+                                "the pass carries several sequences, the rest part by part "
+                                "(default: the whole draft at once)")
     final_steps: Literal["lead", "alone", "shared"] = Field(
         "lead", description="what forward passes carry besides a running final: 'lead' "
                             "other sequences' next token only, 'alone' nothing, 'shared' "

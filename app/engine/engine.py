@@ -167,13 +167,17 @@ class Engine:
     def attach(self, gen: SequenceGeneration, kv: SeqKV) -> None:
         gen.attach(kv)
 
-    def generate(self, req: GenerationRequest) -> GenerationResult:
+    def generate(self, req: GenerationRequest,
+                 draft_cap: int | None = None) -> GenerationResult:
         """One generation alone, on the caller's thread, on sequence 0 (benchmarks, eval).
 
         The whole prompt suffix and draft go in one pass, as the step scheduler does for a
-        sequence whose prompt fits its prefill chunk.
+        sequence whose prompt fits its prefill chunk; with ``draft_cap``, the draft in
+        parts of that many tokens a pass, as in a crowded pass (``crowded_draft``).
         """
         gen = self.start(req)
+        if draft_cap is not None:
+            gen.draft_cap = draft_cap
         kv = self.slots.slots[0]
         kv.busy = True
         try:

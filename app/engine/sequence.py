@@ -7,7 +7,8 @@ and moves on (``absorb``):
 * ``PREFILL``: the prompt (or, after a preemption, prompt + output so far) is decoded in
   chunks. The last chunk of a fresh prompt carries the SSBD draft, so the previous
   translation is verified in the same forward pass as the prompt's new suffix.
-* ``DECODE``: one new token plus a drafter's proposals per step.
+* ``DECODE``: one new token plus a drafter's proposals per step, or, while the SSBD
+  draft was verified in parts (``draft_cap``, a crowded pass), its next part.
 * ``DONE``: finished (stop string, end of generation, token cap, loop, cancelled).
 
 Both kinds of draft, the SSBD draft and drafter proposals, go through ONE ``_verify``:
@@ -80,6 +81,16 @@ class SequenceGeneration:
         self.steps = 0
         # drafter proposals this step may carry (the engine lowers it in crowded steps)
         self.proposal_cap = 1 << 30
+        # SSBD draft tokens one pass may verify (the policy lowers it in crowded passes:
+        # there every row costs what a useful one does, and a draft's rows past its first
+        # mismatch are thrown away). The rest waits in ``_pending`` for the next passes.
+        self.draft_cap = 1 << 30
+        self._pending: list[int] = []  # the draft's unverified rest, after ``next_token``
+        self._pending_at = 0  # the index in ``draft`` of ``_pending[0]``
+        self._chunk: list[int] = []  # the part of the draft the prefill pass verifies
+        # the draft, verified in parts, ended at the token now decoded: the row after it is
+        # the model's own choice, unbiased, as after a draft verified at once
+        self._draft_ended = False
         # what the current step carries, for ``absorb``
         self._rows: list[int] = []
         self._verifies_draft = False
@@ -130,7 +141,7 @@ class SequenceGeneration:
         rest = len(self.target) - len(self.kv.cached) if self.kv else len(self.target)
         if self.resumed or rest > 1:
             return 1
-        return 1 + len(self.draft)
+        return 1 + min(len(self.draft), self.draft_cap)
 
     def plan(self, budget: int, chunk: int) -> list[Row]:
         """The rows this generation adds to the next forward pass (at most ``budget``).
@@ -157,10 +168,12 @@ class SequenceGeneration:
         if self.resumed:
             n = min(rest, chunk, budget)
             return self._take(target[start:start + n], start, logits_from=None)
-        if rest <= chunk and rest + len(self.draft) <= budget:
+        part = self.draft[: self.draft_cap]
+        if rest <= chunk and rest + len(part) <= budget:
             # the last chunk: prompt suffix + SSBD draft, logits from the last prompt token
             self._verifies_draft = True
-            return self._take(target[start:] + self.draft, start, logits_from=rest - 1)
+            self._chunk = part
+            return self._take(target[start:] + part, start, logits_from=rest - 1)
         n = min(rest - 1, chunk, budget)  # keep the last prompt token for the verify pass
         if n <= 0:
             return []
@@ -178,8 +191,18 @@ class SequenceGeneration:
         if len(self.kv.cached) + 1 >= self.rt.n_ctx:
             self._finish("length")
             return []
-        self._proposal, self._source = self._propose(min(budget - 1, self.proposal_cap))
+        if self._pending:
+            self._proposal, self._source = self._pending_part(budget - 1), SSBD
+        else:
+            self._proposal, self._source = self._propose(min(budget - 1, self.proposal_cap))
         return self._take([token, *self._proposal], len(self.kv.cached), logits_from=0)
+
+    def _pending_part(self, room: int) -> list[int]:
+        """The next part of a draft verified in parts (see ``draft_cap``)."""
+        assert self.kv is not None
+        k = min(self.draft_cap, room, self.max_tokens - len(self.out),
+                self.rt.n_ctx - len(self.kv.cached) - 2)
+        return self._pending[: max(0, k)]
 
     def _propose(self, room: int) -> tuple[list[int], str]:
         req = self.req
@@ -228,18 +251,14 @@ class SequenceGeneration:
             return
         if not self._verifies_draft:
             return
-        first = base + len(self._rows) - len(self.draft) - 1
+        part = self._chunk
+        first = base + len(self._rows) - len(part) - 1
         self.result.prompt_ms = (time.perf_counter() - self.t_start) * 1000
         if self.max_tokens == 0:
             self.kv.truncate(len(self.prompt))
             self._finish("length")
             return
-
-        def beta_at(i: int) -> float:
-            return self.req.beta if i < self.bias_limit else 0.0
-
-        accepted, done = self._verify(lambda i: row_at(first + i), self.draft, beta_at)
-        self.result.drafts.add(SSBD, len(self.draft), accepted)
+        accepted, done = self._verify_draft_part(lambda i: row_at(first + i), part, 0)
         self.kv.truncate(len(self.prompt) + accepted)
         self.phase = Phase.DECODE
         if done:
@@ -247,18 +266,50 @@ class SequenceGeneration:
         else:
             self._end_if_last()
 
+    def _draft_beta(self, i: int) -> float:
+        """The bias of the SSBD draft's token ``i``."""
+        return self.req.beta if i < self.bias_limit else 0.0
+
+    def _verify_draft_part(self, row: Callable[[int], np.ndarray], part: list[int],
+                           at: int) -> tuple[int, bool]:
+        """Verify ``part``, the SSBD draft from its index ``at`` on; what follows it waits
+        in ``_pending``. The row after ``part`` is read as the whole draft's pass would read
+        it: with the draft's next token (and its bias) when there is one, so a draft
+        verified in parts is accepted exactly as far as one verified at once."""
+        end = at + len(part)
+        look = self.draft[end] if end < len(self.draft) else None
+        accepted, done = self._verify(row, part, lambda i: self._draft_beta(at + i), look)
+        reached = accepted == len(part) and not done and look is not None
+        kept = reached and self.next_token == look
+        self.result.drafts.add(SSBD, len(part) + reached, accepted + kept)
+        self._pending = self.draft[end + 1:] if kept else []
+        self._pending_at = end + 1
+        self._draft_ended = kept and not self._pending
+        return accepted, done
+
     def _absorb_decode(self, row_at: Callable[[int], np.ndarray], base: int) -> None:
         assert self.kv is not None
         proposal = self._proposal
+        if self._source == SSBD:
+            accepted, done = self._verify_draft_part(
+                lambda i: row_at(base + i), proposal, self._pending_at)
+            self._finish_step(proposal, accepted, done)
+            return
         beta = self.req.drafter_beta.get(self._source, 0.0) if proposal else 0.0
-        accepted, done = self._verify(lambda i: row_at(base + i), proposal, lambda _i: beta)
+        after_draft, self._draft_ended = self._draft_ended, False
+        accepted, done = self._verify(lambda i: row_at(base + i), proposal,
+                                      lambda i: 0.0 if after_draft and i == 0 else beta)
         if proposal:
             self.result.drafts.add(self._source, len(proposal), accepted)
             record = getattr(self.req.drafters, "record", None)
             if record is not None:
                 record(len(proposal), accepted)
+        self._finish_step(proposal, accepted, done)
+
+    def _finish_step(self, proposal: list[int], accepted: int, done: bool) -> None:
+        assert self.kv is not None
         self.kv.truncate(len(self.kv.cached) - (len(proposal) - accepted))
-        self._proposal = []
+        self._proposal, self._source = [], ""
         if done:
             self._finish(self.result.finish_reason)
         else:
@@ -286,13 +337,16 @@ class SequenceGeneration:
 
     # -- verification and output -----------------------------------------------------------
     def _verify(self, row: Callable[[int], np.ndarray], proposal: list[int],
-                beta_at: Callable[[int], float]) -> tuple[int, bool]:
+                beta_at: Callable[[int], float],
+                lookahead: int | None = None) -> tuple[int, bool]:
         """Accept ``proposal`` up to its first mismatch (the one verify routine).
 
         ``row(i)`` holds the logits predicting ``proposal[i]``; ``row(len(proposal))`` the
         token after a fully accepted proposal, which is the model's own choice, unbiased:
-        a draft's end is no evidence that the translation ends there. Returns (accepted,
-        generation finished); leaves the model's next token in ``next_token``.
+        a draft's end is no evidence that the translation ends there. Only a draft that
+        goes on past ``proposal`` names that token (``lookahead``, chosen with its bias
+        ``beta_at(len(proposal))``). Returns (accepted, generation finished); leaves the
+        model's next token in ``next_token``.
         """
         self.next_token = None
         for i, token in enumerate(proposal):
@@ -302,8 +356,10 @@ class SequenceGeneration:
                 return i, False
             if self._emit(token):
                 return i + 1, True
-        self.next_token = self._choose(row(len(proposal)), None, 0.0)
-        return len(proposal), False
+        n = len(proposal)
+        self.next_token = self._choose(row(n), lookahead,
+                                       0.0 if lookahead is None else beta_at(n))
+        return n, False
 
     def _choose(self, row: np.ndarray, draft_token: int | None, beta: float) -> int:
         if self.rng is not None:

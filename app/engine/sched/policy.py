@@ -101,8 +101,11 @@ class SchedulerConfig:
     step_tokens: int = 512  # rows per step (prompt chunks fill what decoding leaves)
     prefill_chunk: int = 256  # prompt rows of one sequence per step
     # drafter proposals per sequence when several sequences decode in one step (None: no
-    # cap); the SSBD draft is never capped (it rides on the prompt's pass)
+    # cap)
     crowded_proposals: int | None = None
+    # SSBD draft tokens a sequence verifies per pass when the pass carries several
+    # sequences (None: the whole draft at once); the rest follows part by part
+    crowded_draft: int | None = None
     # What else a step carries while a final runs (a final's caption waits for every
     # step it shares): "shared" everything as usual; "lead" other sequences' next token
     # only (no proposals, no prompt chunks); "alone" nothing (they pause, keeping their KV).
@@ -329,15 +332,19 @@ class StepPolicy:
 
         Each logits row costs about as much as a whole token of a small model on a CPU,
         so rows are what a pass is made of: with several sequences decoding, proposals
-        may be capped (``crowded_proposals``), and while a final runs the others give way
-        as ``final_steps`` says.
+        may be capped (``crowded_proposals``), with several sequences in the pass the SSBD
+        draft is verified in parts (``crowded_draft``: the rows past a draft's first
+        mismatch are thrown away, and in a crowded pass they cost what useful rows do), and
+        while a final runs the others give way as ``final_steps`` says.
         """
         batch = list(batch)
         decoding = sum(t.gen.phase is Phase.DECODE for t in batch)
         crowded = self.config.crowded_proposals
+        draft = self.config.crowded_draft
         for t in batch:
             t.gen.proposal_cap = crowded if crowded is not None and decoding > 1 \
                 else _UNLIMITED
+            t.gen.draft_cap = draft if draft is not None and len(batch) > 1 else _UNLIMITED
         if not batch or batch[0].rank != 0 or self.config.final_steps == "shared":
             return batch
         finals = [t for t in batch if t.rank == 0]
@@ -345,7 +352,7 @@ class StepPolicy:
             return finals
         others = [t for t in batch if t.rank != 0 and t.gen.phase is Phase.DECODE]
         for t in others:
-            t.gen.proposal_cap = 0
+            t.gen.proposal_cap = t.gen.draft_cap = 0
         return finals + others
 
     # -- moving tickets --------------------------------------------------------------------

@@ -55,6 +55,7 @@ class FakeGen:
         self.kv: SeqKV | None = None
         self.phase = Phase.PREFILL
         self.proposal_cap: int | None = None
+        self.draft_cap: int | None = None
         self.passes = 0
 
     @property
@@ -236,7 +237,8 @@ def test_what_a_pass_carries_while_a_final_runs(mode, expected):
     plan = policy.plan()
     assert [names[id(t)] for t in plan.batch] == expected
     if mode == "lead":
-        assert decoding.gen.proposal_cap == 0  # the others' next token only
+        # the others' next token only: no proposals, no part of a draft
+        assert decoding.gen.proposal_cap == decoding.gen.draft_cap == 0
     if mode == "shared":
         assert all(t.gen.proposal_cap == 1 << 30 for t in plan.batch)
     assert (plan.budget, plan.chunk) == (512, 256)
@@ -252,6 +254,24 @@ def test_proposals_are_capped_only_when_several_sequences_decode():
     _pass(policy)  # b prefills
     plan = policy.plan()
     assert plan.batch == [a, b] and a.gen.proposal_cap == b.gen.proposal_cap == 2
+
+
+def test_drafts_are_verified_in_parts_only_when_the_pass_is_shared():
+    policy = _policy(n_seq=2, crowded_draft=4)
+    a = _add(policy, client="a", tokens=9)
+    assert policy.plan().batch == [a] and a.gen.draft_cap == 1 << 30
+    _pass(policy)
+    b = _add(policy, client="b", tokens=9)
+    plan = policy.plan()  # a decodes, b prefills (and would verify its draft)
+    assert plan.batch == [a, b] and a.gen.draft_cap == b.gen.draft_cap == 4
+
+
+def test_drafts_are_verified_at_once_by_default():
+    policy = _policy(n_seq=2)
+    _add(policy, client="a", tokens=9)
+    _add(policy, client="b", tokens=9)
+    plan = policy.plan()
+    assert len(plan.batch) == 2 and all(t.gen.draft_cap == 1 << 30 for t in plan.batch)
 
 
 def test_a_generation_cancelled_while_waiting_costs_no_pass_and_no_sequence():

@@ -114,3 +114,60 @@ def test_sampling_is_reproducible_with_a_seed(engine) -> None:
     c = _run(engine, prompt, temperature=0.8, seed=12).tokens
     assert a == b and len(a) > 0
     assert all(0 <= t < engine.rt.n_vocab for t in np.asarray(c))
+
+
+# -- a draft verified in parts (a crowded pass's ``draft_cap``) ------------------------------
+
+@pytest.mark.parametrize("beta", [0.0, 0.2])
+def test_a_draft_verified_in_parts_is_accepted_as_far_as_at_once(engine, beta: float) -> None:
+    """The part's last row is read with the draft's next token and its bias, so verifying
+    the draft in parts changes batch shapes only: outputs and acceptance agree with one
+    whole-draft pass except where a near-tie forks them."""
+    rt = engine.rt
+    compared = 0
+    for sentence in SENTENCES:
+        previous: list[int] = []
+        for source in _lag_prefixes(sentence):
+            prompt = _prompt(rt, source, "de")
+            engine.truncate(0)
+            whole = _run(engine, prompt, draft=previous, beta=beta)
+            for cap in (0, 1, 4):
+                engine.truncate(0)
+                parts = engine.generate(GenerationRequest(
+                    prompt_tokens=prompt, max_tokens=64, stop_strings=("\n",),
+                    draft=previous, beta=beta), draft_cap=cap)
+                compared += 1
+                if parts.tokens == whole.tokens:
+                    assert parts.ssbd_accepted_tokens == whole.ssbd_accepted_tokens
+                    continue
+                i = first_difference(whole.tokens, parts.tokens)
+                gap = min(_near_tie_at(engine, prompt, whole.tokens[:i]),
+                          _near_tie_at(engine, prompt, parts.tokens[:i]))
+                assert gap < NEAR_TIE, f"cap {cap}, {source!r}: forked at {i}, gap {gap:.2f}"
+            previous = whole.tokens
+    assert compared > 20
+
+
+def test_own_output_in_parts_is_fully_accepted_in_more_passes(engine) -> None:
+    prompt = _prompt(engine.rt, SENTENCES[0], "de")
+    own = _run(engine, prompt).tokens
+    r = engine.generate(GenerationRequest(prompt_tokens=prompt, max_tokens=64,
+                                          stop_strings=("\n",), draft=own, beta=0.2),
+                        draft_cap=4)
+    assert r.tokens == own
+    assert r.ssbd_accepted_tokens == len(own) == r.ssbd_draft_tokens
+    assert r.forward_passes > 1
+
+
+def test_parts_stop_at_the_first_mismatch(engine) -> None:
+    """An early mismatch wastes at most one part's rows: the rest is never verified."""
+    rt = engine.rt
+    prompt = _prompt(rt, SENTENCES[1], "de")
+    own = _run(engine, prompt).tokens
+    bad = rt.tokenize(" Quarkstrudelmaschine")[0]
+    draft = [bad, *own[1:]]
+    r = engine.generate(GenerationRequest(prompt_tokens=prompt, max_tokens=64,
+                                          stop_strings=("\n",), draft=draft, beta=0.0),
+                        draft_cap=3)
+    assert r.ssbd_accepted_tokens == 0
+    assert r.ssbd_draft_tokens == 3  # one part, not the whole draft
