@@ -46,14 +46,13 @@ class StepReport:
 def count_rows(gen: SequenceGeneration, n: int) -> None:
     """Count the rows ``gen`` planned for this step by kind (``app.engine.timings``)."""
     timing = gen.timing
+    draft = gen.draft_rows
+    timing.verify_rows += draft
     if gen.phase is Phase.DECODE:
         timing.decode_steps += 1
-        timing.decode_rows += n
-    elif gen.verifies_draft:
-        timing.verify_rows += len(gen.draft)
-        timing.prefill_rows += n - len(gen.draft)
+        timing.decode_rows += n - draft
     else:
-        timing.prefill_rows += n
+        timing.prefill_rows += n - draft
 
 
 class Engine:

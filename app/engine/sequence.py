@@ -108,6 +108,14 @@ class SequenceGeneration:
         return self._verifies_draft
 
     @property
+    def draft_rows(self) -> int:
+        """How many of the rows just planned carry SSBD draft tokens (all of the draft, or
+        the part of it a crowded pass verifies)."""
+        if self.phase is Phase.PREFILL:
+            return len(self._chunk) if self._verifies_draft else 0
+        return len(self._proposal) if self._source == SSBD else 0
+
+    @property
     def target(self) -> list[int]:
         """The tokens the KV cache must hold before the next new token is chosen."""
         return self.prompt + self.out if self.resumed else self.prompt
