@@ -157,9 +157,11 @@ def asr_streams(streams: list[Stream], max_seconds: float) -> list[Stream]:
 def _server(parallel: int, args: argparse.Namespace):  # noqa: ANN202
     from eval.local_server import LocalServer
 
+    # the server's own default unless the run names one
+    crowded = {} if args.crowded_proposals is None else \
+        {"crowded_proposals": args.crowded_proposals}
     return LocalServer(parallel=parallel, n_threads=args.n_threads, model=args.model,
-                       crowded_proposals=args.crowded_proposals,
-                       final_steps=args.final_steps,
+                       final_steps=args.final_steps, **crowded,
                        max_live_sessions=1024, live_max_connections=1024, queue_size=4096,
                        max_queue_wait_s=3600, log_level="warning")
 
@@ -291,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--speed", type=float, default=1.0, help="ASR replay speed (1 = real time)")
     add_model_options(ap)
     ap.add_argument("--crowded-proposals", type=int, default=None,
-                    help="the server's --crowded-proposals (default: no cap)")
+                    help="the server's --crowded-proposals (default: the server's)")
     ap.add_argument("--final-steps", default="lead", choices=["lead", "alone", "shared"],
                     help="the server's --final-steps (default lead)")
     ap.add_argument("--repeats", type=int, default=1,
