@@ -249,6 +249,8 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "bench-events": ("eval.events_bench", "main", "fan-out and room viewers: what they cost"),
     "bench-bus": ("eval.bus_bench", "main",
                   "rooms on Redis across two replicas: speaker time, viewers' delay"),
+    "ubatch-bench": ("eval.ubatch_bench", "main",
+                     "llama.cpp's physical batch: ms per row, side by side"),
     "numerics": ("eval.numerics_bench", "main",
                  "how batch shapes move logits and when that changes an output"),
     "speech-bench": ("eval.speech_bench", "main",
