@@ -39,7 +39,9 @@ def test_a_job_is_tokenizing_waiting_for_generations_or_its_verdict() -> None:
         t.add("tokenize_ms", 0.0)
         time.sleep(0.02)
         t.generating_ms += 5.0  # a generation that took 5 of the 20 ms
-    assert 10.0 <= t.values["verdict_ms"] <= 15.0 + 50  # the rest, scheduling noise aside
+    # the rest: at least the 15 ms the job slept outside its generation (no upper bound:
+    # a busy machine may wake the sleeper late)
+    assert t.values["verdict_ms"] >= 14.9
 
 
 def test_timed_is_free_when_nobody_measures() -> None:
