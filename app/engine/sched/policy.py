@@ -333,8 +333,9 @@ class StepPolicy:
         Each logits row costs about as much as a whole token of a small model on a CPU,
         so rows are what a pass is made of: with several sequences decoding, proposals
         may be capped (``crowded_proposals``), with several sequences in the pass the SSBD
-        draft is verified in parts (``crowded_draft``: the rows past a draft's first
-        mismatch are thrown away, and in a crowded pass they cost what useful rows do), and
+        draft of a partial or request is verified in parts (``crowded_draft``: the rows past
+        a draft's first mismatch are thrown away, and in a crowded pass they cost what
+        useful rows do), and
         while a final runs the others give way as ``final_steps`` says.
         """
         batch = list(batch)
@@ -344,7 +345,10 @@ class StepPolicy:
         for t in batch:
             t.gen.proposal_cap = crowded if crowded is not None and decoding > 1 \
                 else _UNLIMITED
-            t.gen.draft_cap = draft if draft is not None and len(batch) > 1 else _UNLIMITED
+            # a final verifies its whole draft at once: its caption is the one that stays,
+            # and each part would cost it a pass more
+            split = draft is not None and len(batch) > 1 and t.rank != 0
+            t.gen.draft_cap = draft if split else _UNLIMITED
         if not batch or batch[0].rank != 0 or self.config.final_steps == "shared":
             return batch
         finals = [t for t in batch if t.rank == 0]

@@ -266,6 +266,15 @@ def test_drafts_are_verified_in_parts_only_when_the_pass_is_shared():
     assert plan.batch == [a, b] and a.gen.draft_cap == b.gen.draft_cap == 4
 
 
+def test_a_final_verifies_its_whole_draft_even_in_a_shared_pass():
+    policy = _policy(n_seq=2, crowded_draft=4, final_steps="shared")
+    partial = _add(policy, PRIORITY_PARTIAL, client="a", tokens=9)
+    final = _add(policy, PRIORITY_FINAL, client="b", tokens=9)
+    plan = policy.plan()
+    assert plan.batch == [final, partial]
+    assert final.gen.draft_cap == 1 << 30 and partial.gen.draft_cap == 4
+
+
 def test_drafts_are_verified_at_once_by_default():
     policy = _policy(n_seq=2)
     _add(policy, client="a", tokens=9)
