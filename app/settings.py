@@ -160,15 +160,15 @@ class ServerSettings(BaseSettings):
     crowded_proposals: int | None = Field(
         2, ge=0, description="drafter proposals per sequence when several sequences decode "
                              "in one forward pass (a crowded pass costs a full row for each "
-                             "rejected one; 2 measured 7-11% faster than 6 at 2, 4 and 8 "
-                             "speakers on 2 cores)")
+                             "rejected one; 2 measured 1.07-1.13x as fast as 6 at 2, 4 and "
+                             "8 speakers on 2 cores)")
     crowded_draft: int | None = Field(
         8, ge=0, description="SSBD draft tokens a partial or request verifies per forward pass "
                              "when the pass carries several sequences, the rest part by part "
-                             "(a final verifies its whole draft; rows "
-                             "past a draft's first mismatch are thrown away; at 8 speakers "
-                             "on 2 cores 8 measured 14% faster than the whole draft on the "
-                             "full model, 2-11% on a trimmed one)")
+                             "(a final verifies its whole draft; rows past a draft's first "
+                             "mismatch are thrown away; at 8 speakers on 2 cores 8 measured "
+                             "1.16x as fast as the whole draft on the full model, 1.02-1.12x "
+                             "on a trimmed one)")
     final_steps: Literal["lead", "alone", "shared"] = Field(
         "lead", description="what forward passes carry besides a running final: 'lead' "
                             "other sequences' next token only, 'alone' nothing, 'shared' "
