@@ -1,18 +1,18 @@
-"""What llama.cpp's physical batch (``n_ubatch``) does to the cost of a row, side by side.
+"""What llama.cpp's physical batch (n_ubatch) does to the cost of a row, side by side.
 
     livetrans ubatch-bench [--model PATH] [--ubatches 512,48] [--sequences 1,8]
                            [--rows 8,16,32,48,64,96] [--cached 400] [--repeats 7]
 
-Why it exists: from 64 query rows in one physical batch on (``GGML_FA_TILE_Q``), ggml's
+Why it exists: from 64 query rows in one physical batch on (GGML_FA_TILE_Q), ggml's
 CPU flash attention takes a tiled kernel that skips a block of KV cells only when every
 query row of the tile masks all of it. Rows of several sequences in one unified cache
 (the way livetrans batches its sequences) rarely mask a whole block together, so each row
-attends over every sequence's cells. ``app.engine.runtime`` therefore keeps the physical
+attends over every sequence's cells. app.engine.runtime therefore keeps the physical
 batch under 64 rows on the CPU; this bench is the measurement behind that default, for
 any model and machine.
 
-One context per ``--ubatches`` value, on the same model file, each with ``--sequences``
-sequences holding ``--cached`` tokens. Every forward pass puts ``rows`` new rows (logits
+One context per --ubatches value, on the same model file, each with --sequences
+sequences holding --cached tokens. Every forward pass puts --rows new rows (logits
 at all of them, as a verify pass has) spread evenly over the sequences, then cuts them
 off again. The contexts take turns pass by pass, so machine noise hits them alike; the
 table gives the median ms per row of each and the ratio of the first value's time to
