@@ -103,11 +103,6 @@ class SequenceGeneration:
         return self.phase is Phase.DONE
 
     @property
-    def verifies_draft(self) -> bool:
-        """Whether the rows just planned carry the SSBD draft (the prompt's last chunk)."""
-        return self._verifies_draft
-
-    @property
     def draft_rows(self) -> int:
         """How many of the rows just planned carry SSBD draft tokens (all of the draft, or
         the part of it a crowded pass verifies)."""

@@ -335,8 +335,8 @@ class StepPolicy:
         may be capped (``crowded_proposals``), with several sequences in the pass the SSBD
         draft of a partial or request is verified in parts (``crowded_draft``: the rows past
         a draft's first mismatch are thrown away, and in a crowded pass they cost what
-        useful rows do), and
-        while a final runs the others give way as ``final_steps`` says.
+        useful rows do), and while a final runs the others give way as ``final_steps``
+        says.
         """
         batch = list(batch)
         decoding = sum(t.gen.phase is Phase.DECODE for t in batch)
