@@ -34,6 +34,12 @@ FILL_TEXT = ("The committee met on Tuesday to discuss the new budget, and after 
              "debate the members agreed to publish the report next spring. ")
 
 
+# Bounds on the grid (each context's KV cache grows with all three).
+MAX_SEQUENCES = 64
+MAX_ROWS = 1024
+MAX_CACHED = 8192
+
+
 @dataclass(frozen=True)
 class Cell:
     """One measured shape: ms per row for each ubatch value, in the order given."""
@@ -128,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = [int(r) for r in args.rows.split(",") if r.strip()]
     if len(ubatches) < 2 or not sequences or not rows:
         ap.error("--ubatches needs two values or more; --sequences and --rows one or more")
+    # every context holds max(--sequences) x (--cached + max(--rows)) cells: bounded
+    if max(sequences) > MAX_SEQUENCES or max(rows) > MAX_ROWS or args.cached > MAX_CACHED:
+        ap.error(f"at most {MAX_SEQUENCES} sequences, {MAX_ROWS} rows a pass and "
+                 f"{MAX_CACHED} cached tokens")
     n_ctx = 256 * (1 + (args.cached + max(rows)) // 256)
 
     from tqdm import tqdm

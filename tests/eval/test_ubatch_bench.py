@@ -21,7 +21,8 @@ def test_the_table_gives_each_ubatch_and_the_ratio_to_the_first() -> None:
 
 
 @pytest.mark.parametrize("argv", [["--ubatches", "48"], ["--rows", "0"],
-                                  ["--ubatches", "a,b"]])
+                                  ["--ubatches", "a,b"], ["--rows", "100000"],
+                                  ["--sequences", "1000"], ["--cached", "99999999"]])
 def test_bad_options_are_one_line_and_exit_2(argv, capsys) -> None:
     with pytest.raises(SystemExit) as stop:
         main(argv)
