@@ -51,6 +51,8 @@ class MethodRun:
     records: list[UpdateRecord] = field(default_factory=list)
     errors: int = 0
     first_error: str = ""  # what the first failed request said
+    passes: float | None = None  # the server's forward passes during the run
+    pass_rows: float | None = None  # ... and the rows (tokens) they carried
 
     def failed(self, why: str) -> None:
         self.errors += 1
@@ -113,8 +115,24 @@ def summarize(runs: list[MethodRun], streams: Sequence[Stream], lang: str) -> di
             row["identical_finals"] = sum(a == b for a, b in zip(base_finals, hyps,
                                                                  strict=True))
         row["timings"] = mean_timings([r for m in mruns for r in m.records])
+        row["timings"].update(pass_figures(mruns, updates))
         out[method] = row
     return out
+
+
+def pass_figures(runs: Sequence[MethodRun], updates: int) -> dict[str, float]:
+    """The server's forward passes per update, rows per pass and wall ms per pass: what
+    the runs' counters say (nothing where a run has none). A pass shared by several
+    speakers is counted once, so these show how full the passes were."""
+    if not updates or any(r.passes is None or r.pass_rows is None for r in runs):
+        return {}
+    passes = sum(r.passes or 0.0 for r in runs)
+    rows = sum(r.pass_rows or 0.0 for r in runs)
+    if passes <= 0:
+        return {}
+    return {"passes_per_update": round(passes / updates, 2),
+            "rows_per_pass": round(rows / passes, 2),
+            "ms_per_pass": round(1000 * sum(r.wall_s for r in runs) / passes, 2)}
 
 
 def mean_timings(records: Sequence[UpdateRecord]) -> dict[str, float]:
@@ -153,11 +171,13 @@ def breakdown_table(report: dict) -> Table:
     columns = [(model, speakers, method) for (model, speakers), methods in report.items()
                for method in methods]
     t = Table(["part", *(f"{m} {s}sp {meth}" for m, s, meth in columns)],
-              title="Mean per update (ms; rows and steps as counts)")
+              title="Mean per update (ms; rows, steps and passes as counts; the "
+                    "last two per forward pass)")
     rows = [*PARTS, "server_ms", "prefill_rows", "verify_rows", "decode_rows",
             "decode_steps", "generations", *DRAFT_COUNTS,
             *(f"llama_{k}" for k in LLAMA_TIMINGS),
-            "client_wall_ms", "outside_ms"]
+            "client_wall_ms", "outside_ms", "passes_per_update", "rows_per_pass",
+            "ms_per_pass"]
     for part in rows:
         label = f"  ({part} inside)" if part in NESTED else part
         cells = []

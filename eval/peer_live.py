@@ -22,13 +22,19 @@ sends its next update when the answer to the last arrived). Both servers stay up
 methods run one after another (the order rotated on each repeat) on one GGUF file, then
 on the trimmed file when ``--trimmed`` names one (``auto``: the copy ``serve --langs en,X``
 builds). The client runs in its own process, so neither server shares its interpreter.
+``--variant NAME=ARGS`` starts one more livetrans server with other serve options beside
+them, and its methods join the same rotation ("livetrans-ssbd [NAME]"): a setting is
+compared with the defaults in one run, not in two runs on a machine that drifts.
 
 Printed: per file and speaker count, each method's wall time, updates/s and ms per update
 against llama-ar (the ratio), chrF of the finals with a 95% paired-bootstrap interval
 against llama-ar, pathological finals and normalized erasure; and where an update's time
 goes: livetrans's own per-update ``timings`` (``app.engine.timings``) next to
-llama-server's ``timings`` for the same streams. ``--profile DIR`` records a py-spy
-profile of the livetrans server during each livetrans run.
+llama-server's ``timings`` for the same streams, and each server's forward passes per
+update, rows per pass and ms per pass (read from its ``/metrics`` before and after a
+run: llama-server's ``n_decode_total`` and tokens, livetrans's step scheduler's
+passes and rows). ``--profile DIR`` records a py-spy profile of the livetrans server
+during each livetrans run.
 """
 
 from __future__ import annotations
@@ -109,7 +115,7 @@ def llama_server(binary: Path, model: Path, speakers: int, threads: int | None,
                  ctx_per_slot: int) -> ServerProcess:
     port = free_port()
     cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-           "-c", str(ctx_per_slot * speakers), "-np", str(speakers), "--no-webui"]
+           "-c", str(ctx_per_slot * speakers), "-np", str(speakers), "--no-webui", "--metrics"]
     if threads:
         cmd += ["-t", str(threads), "-tb", str(threads)]
     return ServerProcess(cmd, port, "llama-server")
@@ -125,6 +131,43 @@ def livetrans_server(model: Path, speakers: int, threads: int | None,
     if threads:
         cmd += ["--n-threads", str(threads)]
     return ServerProcess(cmd, port, "livetrans serve")
+
+
+# -- forward passes, from each server's own counters ----------------------------------------
+
+# llama-server: its llama_decode calls and the tokens they carried (prompt and generated);
+# livetrans: the step scheduler's passes and their rows (one histogram's count and sum)
+LLAMA_COUNTERS = ("llamacpp:n_decode_total",
+                  ("llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total"))
+LIVETRANS_COUNTERS = ("livetrans_step_batch_rows_count", ("livetrans_step_batch_rows_sum",))
+
+
+def prometheus_values(text: str) -> dict[str, float]:
+    """``name value`` lines of a Prometheus exposition (labels kept in the name)."""
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            try:
+                values[name] = float(value)
+            except ValueError:
+                continue
+    return values
+
+
+def pass_counters(url: str, llama: bool) -> tuple[float, float] | None:
+    """(forward passes, rows they carried) so far, or ``None`` where the server has no such
+    counters (a llama-server without ``--metrics``)."""
+    passes_name, rows_names = LLAMA_COUNTERS if llama else LIVETRANS_COUNTERS
+    try:
+        resp = httpx.get(f"{url}/metrics", timeout=30)
+        resp.raise_for_status()
+    except httpx.HTTPError:
+        return None
+    values = prometheus_values(resp.text)
+    if passes_name not in values:
+        return None
+    return values[passes_name], sum(values.get(n, 0.0) for n in rows_names)
 
 
 # -- one update, per method ---------------------------------------------------------------
@@ -339,7 +382,6 @@ class Profiler:
 
 
 def run_live(args: argparse.Namespace) -> dict:
-    binary = args.llama_server
     model = resolve_model_path(args.model_a)
     lang = args.langs[0]
     pairs = read_flores_pair(args.flores_dir, args.split, "en", lang)
@@ -354,37 +396,60 @@ def run_live(args: argparse.Namespace) -> dict:
     report: dict = {}
     for file in files:
         for speakers in args.speakers:
-            llama = llama_server(binary, file, speakers, args.threads, args.ctx)
-            live = livetrans_server(file, speakers, args.threads, args.ctx,
-                                    shlex.split(args.serve_args))
-            try:
-                llama.ready()
-                live.ready()
-                caps = token_caps(llama.url, [u.source for s in streams for u in s.updates])
-                model_id = httpx.get(f"{live.url}/v1/models").json()["data"][0]["id"]
-                runs: list[MethodRun] = []
-                order = list(args.methods)
-                for repeat in range(args.repeats):
-                    for method in order[repeat % len(order):] + order[:repeat % len(order)]:
-                        url = llama.url if method == BASELINE else live.url
-                        speaker = speaker_for(method, url, lang, caps, model_id)
-                        run = MethodRun(method, file.name, speakers)
-                        recorder = None if method == BASELINE else profiler.start(
-                            live.proc.pid, f"{file.stem}-{speakers}sp-{method}-{repeat}")
-                        try:
-                            asyncio.run(run_method(speaker, streams, speakers, run))
-                        finally:
-                            profiler.stop(recorder)
-                        runs.append(run)
-                        print(f"{file.name} {speakers} speakers {method}: {run.wall_s:.1f} s, "
-                              f"{len(run.records)} updates, {run.errors} errors"
-                              + (f" (first: {run.first_error})" if run.errors else ""),
-                              file=sys.stderr, flush=True)
-                report[(file.name, speakers)] = summarize(runs, streams, lang)
-            finally:
-                llama.close()
-                live.close()
+            report[(file.name, speakers)] = run_file(args, file, speakers, streams, lang,
+                                                     profiler)
     return report
+
+
+def run_file(args: argparse.Namespace, file: Path, speakers: int, streams: Sequence[Stream],
+             lang: str, profiler: Profiler) -> dict:
+    """Every method on one file at one speaker count: llama-server and one livetrans server
+    (and one more per ``--variant``) up together, the runs one after another, their order
+    rotated on each repeat."""
+    llama = llama_server(args.llama_server, file, speakers, args.threads, args.ctx)
+    common = shlex.split(args.serve_args)
+    lives = {"": livetrans_server(file, speakers, args.threads, args.ctx, common)}
+    for name, extra in args.variants:
+        lives[name] = livetrans_server(file, speakers, args.threads, args.ctx,
+                                       [*common, *extra])
+    try:
+        llama.ready()
+        for live in lives.values():
+            live.ready()
+        caps = token_caps(llama.url, [u.source for s in streams for u in s.updates])
+        model_id = httpx.get(f"{lives[''].url}/v1/models").json()["data"][0]["id"]
+        # (label, method, server): a variant's runs are labelled "METHOD [NAME]"
+        order = [(m, m, llama if m == BASELINE else lives[""]) for m in args.methods]
+        order += [(f"{m} [{name}]", m, live) for name, live in lives.items() if name
+                  for m in args.methods if m != BASELINE]
+        runs: list[MethodRun] = []
+        for repeat in range(args.repeats):
+            turn = repeat % len(order)
+            for label, method, server in order[turn:] + order[:turn]:
+                speaker = speaker_for(method, server.url, lang, caps, model_id)
+                run = MethodRun(label, file.name, speakers)
+                is_llama = server is llama
+                recorder = None if is_llama else profiler.start(
+                    server.proc.pid, re.sub(r"[^A-Za-z0-9.-]+", "-",
+                                            f"{file.stem}-{speakers}sp-{label}-{repeat}"))
+                before = pass_counters(server.url, is_llama)
+                try:
+                    asyncio.run(run_method(speaker, streams, speakers, run))
+                finally:
+                    profiler.stop(recorder)
+                after = pass_counters(server.url, is_llama)
+                if before is not None and after is not None:
+                    run.passes, run.pass_rows = after[0] - before[0], after[1] - before[1]
+                runs.append(run)
+                print(f"{file.name} {speakers} speakers {label}: {run.wall_s:.1f} s, "
+                      f"{len(run.records)} updates, {run.errors} errors"
+                      + (f" (first: {run.first_error})" if run.errors else ""),
+                      file=sys.stderr, flush=True)
+        return summarize(runs, streams, lang)
+    finally:
+        llama.close()
+        for live in lives.values():
+            live.close()
 
 
 def add_live_options(ap: argparse.ArgumentParser) -> None:
@@ -407,6 +472,11 @@ def add_live_options(ap: argparse.ArgumentParser) -> None:
                        help="record py-spy profiles of the livetrans server here")
     group.add_argument("--serve-args", default="",
                        help="more options for livetrans serve, e.g. '--crowded-proposals 0'")
+    group.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
+                       help="one more livetrans server with these serve options on top of "
+                            "--serve-args, its methods run in the same rotation and "
+                            "reported as 'METHOD [NAME]' (repeatable), e.g. "
+                            "--variant 'nocap=--crowded-proposals 0'")
 
 
 def check_live_options(args: argparse.Namespace) -> None:
@@ -423,6 +493,31 @@ def check_live_options(args: argparse.Namespace) -> None:
         raise UsageError("--speakers and --methods need at least one value")
     if len(args.langs) != 1:
         raise UsageError("--live translates into one language: name one with --langs")
+    args.variants = parse_variants(args.variant)
+
+
+VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,31}")
+
+
+def parse_variants(given: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """``NAME=ARGS`` pairs: a short unique name, and serve options split as a shell would."""
+    variants: list[tuple[str, list[str]]] = []
+    for item in given:
+        name, sep, rest = item.partition("=")
+        name = name.strip()
+        if not sep or not VARIANT_NAME.fullmatch(name):
+            raise UsageError(f"--variant {item!r}: write NAME=ARGS, NAME of letters, digits "
+                             "and ._+- (at most 32)")
+        if any(name == seen for seen, _ in variants):
+            raise UsageError(f"--variant: the name {name!r} is given twice")
+        try:
+            extra = shlex.split(rest)
+        except ValueError as exc:
+            raise UsageError(f"--variant {name}: {exc}") from None
+        if not extra:
+            raise UsageError(f"--variant {name}: no serve options after '='")
+        variants.append((name, extra))
+    return variants
 
 
 def write_live(report: dict, path: Path) -> None:

@@ -65,3 +65,20 @@ def test_a_looping_final_counts_as_pathological() -> None:
 
 def test_mean_timings_of_no_records_is_empty() -> None:
     assert mean_timings([]) == {}
+
+
+def test_pass_figures_count_a_shared_pass_once_and_need_every_run_counted() -> None:
+    from eval.peer_figures import pass_figures
+
+    a = _run("livetrans-ssbd", 2.0, [["Die Bäckerei öffnet um sieben."]], {})
+    b = _run("livetrans-ssbd", 2.0, [["Die Bäckerei öffnet um sieben."]], {})
+    a.passes, a.pass_rows = 40.0, 400.0
+    b.passes, b.pass_rows = 40.0, 800.0
+    # 80 passes for 2 updates, 1200 rows: 15 a pass; 4 s over 80 passes: 50 ms a pass
+    assert pass_figures([a, b], 2) == {"passes_per_update": 40.0, "rows_per_pass": 15.0,
+                                       "ms_per_pass": 50.0}
+    b.passes = None  # a server without counters: no figure rather than half of one
+    assert pass_figures([a, b], 2) == {}
+    assert pass_figures([a], 0) == {}
+    report = {("m.gguf", 1): summarize([a], _streams()[:1], "de")}
+    assert "passes_per_update" in str(breakdown_table(report))

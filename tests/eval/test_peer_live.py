@@ -8,7 +8,13 @@ import argparse
 import pytest
 
 from app.usage import UsageError
-from eval.peer_live import add_live_options, check_live_options
+from eval.peer_live import (
+    add_live_options,
+    check_live_options,
+    parse_variants,
+    pass_counters,
+    prometheus_values,
+)
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -33,6 +39,50 @@ def test_live_options_refuse_unknown_methods_and_several_languages() -> None:
     assert args.speakers == [1, 8] and args.methods == ["llama-ar", "livetrans-ssbd@previous"]
 
 
+def test_variants_are_named_serve_options_split_as_a_shell_would() -> None:
+    args = _args("--variant", "nocap=--crowded-proposals 0 --serve-x 'a b'",
+                 "--variant", "ub512=--n-ubatch 512")
+    check_live_options(args)
+    assert args.variants == [("nocap", ["--crowded-proposals", "0", "--serve-x", "a b"]),
+                             ("ub512", ["--n-ubatch", "512"])]
+    assert parse_variants([]) == []
+
+
+@pytest.mark.parametrize("given, why", [
+    ("--crowded-proposals 0", "NAME=ARGS"),      # no name
+    ("=--n-ubatch 512", "NAME=ARGS"),            # an empty name
+    ("a b=--n-ubatch 512", "NAME=ARGS"),         # a space in the name
+    ("x" * 33 + "=--n-ubatch 512", "NAME=ARGS"),  # too long
+    ("nocap=", "no serve options"),
+    ("q=--x 'open", "quotation"),                # shlex: no closing quotation
+])
+def test_a_bad_variant_is_one_line(given: str, why: str) -> None:
+    with pytest.raises(UsageError, match=why):
+        parse_variants([given])
+
+
+def test_a_variant_name_given_twice_is_refused() -> None:
+    with pytest.raises(UsageError, match="twice"):
+        parse_variants(["a=--n-ubatch 48", "a=--n-ubatch 512"])
+
+
+def test_prometheus_values_read_names_with_labels_and_skip_comments() -> None:
+    text = ("# HELP llamacpp:n_decode_total calls\n# TYPE llamacpp:n_decode_total counter\n"
+            "llamacpp:n_decode_total 42\n"
+            'livetrans_requests_total{route="chat",status="200"} 3.0\n'
+            "broken line without value x\n\n")
+    values = prometheus_values(text)
+    assert values["llamacpp:n_decode_total"] == 42.0
+    assert values['livetrans_requests_total{route="chat",status="200"}'] == 3.0
+    assert "broken line without value" not in values
+
+
+def test_pass_counters_without_a_server_or_its_counters_are_none() -> None:
+    from eval.local_server import free_port
+
+    assert pass_counters(f"http://127.0.0.1:{free_port()}", llama=True) is None
+
+
 @pytest.mark.parametrize("method", ["livetrans-ssbd", "livetrans-ws-ssbd", "livetrans-ws-ar"])
 def test_a_livetrans_speaker_records_each_update_with_its_timings(live_server,
                                                                  method: str) -> None:
@@ -54,3 +104,23 @@ def test_a_livetrans_speaker_records_each_update_with_its_timings(live_server,
     assert all(r.timings["server_ms"] <= r.wall_ms for r in run.records)
     drafted = sum(r.timings["ssbd_draft_tokens"] for r in run.records)
     assert (drafted > 0) == method.endswith("ssbd")  # AR verifies no draft
+
+
+def test_livetrans_counts_its_passes_and_their_rows(live_server) -> None:
+    import asyncio
+
+    from eval.datasets.streams import Stream, lag_k_stream
+    from eval.peer_figures import MethodRun
+    from eval.peer_live import run_method, speaker_for
+
+    stream = Stream("0", lag_k_stream("Rain is expected over the hills tonight.", 3),
+                    reference="")
+    speaker = speaker_for("livetrans-ssbd", live_server.url, "de",
+                          {u.source: 48 for u in stream.updates}, "default")
+    before = pass_counters(live_server.url, llama=False)
+    run = asyncio.run(run_method(speaker, [stream], 1, MethodRun("x", "m.gguf", 1)))
+    after = pass_counters(live_server.url, llama=False)
+    assert run.errors == 0 and before is not None and after is not None
+    passes, rows = after[0] - before[0], after[1] - before[1]
+    # every update is at least one pass, and a pass carries at least one row
+    assert passes >= len(stream.updates) and rows >= passes
