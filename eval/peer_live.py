@@ -176,9 +176,12 @@ class Speaker:
     """The requests of one method; ``update`` returns what the speaker saw."""
 
     def __init__(self, method: str, url: str, lang: str, caps: dict[str, int],
-                 model_id: str) -> None:
+                 model_id: str, run_tag: str = "") -> None:
         self.method, self.url, self.lang, self.caps = method, url, lang, caps
         self.model_id = model_id
+        # a repeat's sessions are new ones: the same session sent its stream again would
+        # be a late update (409) to the server
+        self.run_tag = run_tag
         self.fmt = FewShotFormat()
 
     async def update(self, client: httpx.AsyncClient, stream: int, source: str,
@@ -199,7 +202,8 @@ class Speaker:
         body: dict = {"model": self.model_id,
                       "messages": [{"role": "user", "content": source}],
                       "target_lang": self.lang, "source_lang": "en",
-                      "session_id": re.sub(r"[^A-Za-z0-9-]", "-", f"{self.method}-{stream}"),
+                      "session_id": re.sub(r"[^A-Za-z0-9-]", "-",
+                                           f"{self.method}-{self.run_tag}-{stream}"),
                       "is_final": final,
                       "context": 0, "max_tokens": self.caps[source]}
         if self.method == "livetrans-ar":
@@ -290,9 +294,9 @@ class LiveSpeaker(Speaker):
 
 
 def speaker_for(method: str, url: str, lang: str, caps: dict[str, int],
-                model_id: str) -> Speaker:
+                model_id: str, run_tag: str = "") -> Speaker:
     cls = LiveSpeaker if method.startswith("livetrans-ws-") else Speaker
-    return cls(method, url, lang, caps, model_id)
+    return cls(method, url, lang, caps, model_id, run_tag)
 
 
 async def run_method(speaker: Speaker, streams: Sequence[Stream], speakers: int,
@@ -426,7 +430,8 @@ def run_file(args: argparse.Namespace, file: Path, speakers: int, streams: Seque
         for repeat in range(args.repeats):
             turn = repeat % len(order)
             for label, method, server in order[turn:] + order[:turn]:
-                speaker = speaker_for(method, server.url, lang, caps, model_id)
+                speaker = speaker_for(method, server.url, lang, caps, model_id,
+                                      run_tag=f"r{repeat}")
                 run = MethodRun(label, file.name, speakers)
                 is_llama = server is llama
                 recorder = None if is_llama else profiler.start(

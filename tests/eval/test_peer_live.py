@@ -124,3 +124,21 @@ def test_livetrans_counts_its_passes_and_their_rows(live_server) -> None:
     passes, rows = after[0] - before[0], after[1] - before[1]
     # every update is at least one pass, and a pass carries at least one row
     assert passes >= len(stream.updates) and rows >= passes
+
+
+def test_a_repeat_sends_its_streams_as_new_sessions(live_server) -> None:
+    """``--repeats 2``: the second pass of a method re-sends the same streams; under the
+    first pass's session ids they would be late updates (409), so each repeat has its own."""
+    import asyncio
+
+    from eval.datasets.streams import Stream, lag_k_stream
+    from eval.peer_figures import MethodRun
+    from eval.peer_live import run_method, speaker_for
+
+    stream = Stream("0", lag_k_stream("The choir sings on Sunday.", 3), reference="")
+    caps = {u.source: 32 for u in stream.updates}
+    for repeat in range(2):
+        speaker = speaker_for("livetrans-ar", live_server.url, "de", caps, "default",
+                              run_tag=f"repeat-test-r{repeat}")
+        run = asyncio.run(run_method(speaker, [stream], 1, MethodRun("x", "m.gguf", 1)))
+        assert run.errors == 0, run.first_error
