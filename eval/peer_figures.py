@@ -53,6 +53,8 @@ class MethodRun:
     first_error: str = ""  # what the first failed request said
     passes: float | None = None  # the server's forward passes during the run
     pass_rows: float | None = None  # ... and the rows (tokens) they carried
+    cpu_s: float | None = None  # the server process's CPU seconds during the run
+    main_thread_cpu_s: float | None = None  # ... its main thread's (livetrans: event loop)
 
     def failed(self, why: str) -> None:
         self.errors += 1
@@ -116,6 +118,7 @@ def summarize(runs: list[MethodRun], streams: Sequence[Stream], lang: str) -> di
                                                                  strict=True))
         row["timings"] = mean_timings([r for m in mruns for r in m.records])
         row["timings"].update(pass_figures(mruns, updates))
+        row["timings"].update(cpu_figures(mruns, updates))
         out[method] = row
     return out
 
@@ -133,6 +136,17 @@ def pass_figures(runs: Sequence[MethodRun], updates: int) -> dict[str, float]:
     return {"passes_per_update": round(passes / updates, 2),
             "rows_per_pass": round(rows / passes, 2),
             "ms_per_pass": round(1000 * sum(r.wall_s for r in runs) / passes, 2)}
+
+
+def cpu_figures(runs: Sequence[MethodRun], updates: int) -> dict[str, float]:
+    """CPU ms an update of the server process and of its main thread alone (nothing where
+    a run has none): on a machine the model's threads fill, time the main thread takes is
+    time they lose."""
+    if not updates or any(r.cpu_s is None or r.main_thread_cpu_s is None for r in runs):
+        return {}
+    return {"server_cpu_ms": round(1000 * sum(r.cpu_s or 0.0 for r in runs) / updates, 1),
+            "main_thread_cpu_ms": round(
+                1000 * sum(r.main_thread_cpu_s or 0.0 for r in runs) / updates, 1)}
 
 
 def mean_timings(records: Sequence[UpdateRecord]) -> dict[str, float]:
@@ -176,8 +190,8 @@ def breakdown_table(report: dict) -> Table:
     rows = [*PARTS, "server_ms", "prefill_rows", "verify_rows", "decode_rows",
             "decode_steps", "generations", *DRAFT_COUNTS,
             *(f"llama_{k}" for k in LLAMA_TIMINGS),
-            "client_wall_ms", "outside_ms", "passes_per_update", "rows_per_pass",
-            "ms_per_pass"]
+            "client_wall_ms", "outside_ms", "server_cpu_ms", "main_thread_cpu_ms",
+            "passes_per_update", "rows_per_pass", "ms_per_pass"]
     for part in rows:
         label = f"  ({part} inside)" if part in NESTED else part
         cells = []

@@ -33,7 +33,9 @@ goes: livetrans's own per-update ``timings`` (``app.engine.timings``) next to
 llama-server's ``timings`` for the same streams, and each server's forward passes per
 update, rows per pass and ms per pass (read from its ``/metrics`` before and after a
 run: llama-server's ``n_decode_total`` and tokens, livetrans's step scheduler's
-passes and rows). ``--profile DIR`` records a py-spy profile of the livetrans server
+passes and rows), and the CPU time its process spent an update, its main thread's apart
+(``eval.process_cpu``; in ``livetrans serve`` that is the event loop, in llama-server
+its HTTP thread). ``--profile DIR`` records a py-spy profile of the livetrans server
 during each livetrans run.
 """
 
@@ -72,6 +74,7 @@ from eval.peer_figures import (
     speed_table,
     summarize,
 )
+from eval.process_cpu import cpu_times
 
 # -- the servers --------------------------------------------------------------------------
 
@@ -438,13 +441,18 @@ def run_file(args: argparse.Namespace, file: Path, speakers: int, streams: Seque
                     server.proc.pid, re.sub(r"[^A-Za-z0-9.-]+", "-",
                                             f"{file.stem}-{speakers}sp-{label}-{repeat}"))
                 before = pass_counters(server.url, is_llama)
+                cpu_before = cpu_times(server.proc.pid)
                 try:
                     asyncio.run(run_method(speaker, streams, speakers, run))
                 finally:
                     profiler.stop(recorder)
                 after = pass_counters(server.url, is_llama)
+                cpu_after = cpu_times(server.proc.pid)
                 if before is not None and after is not None:
                     run.passes, run.pass_rows = after[0] - before[0], after[1] - before[1]
+                if cpu_before is not None and cpu_after is not None:
+                    run.cpu_s = cpu_after.total_s - cpu_before.total_s
+                    run.main_thread_cpu_s = cpu_after.main_s - cpu_before.main_s
                 runs.append(run)
                 print(f"{file.name} {speakers} speakers {label}: {run.wall_s:.1f} s, "
                       f"{len(run.records)} updates, {run.errors} errors"

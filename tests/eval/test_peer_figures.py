@@ -82,3 +82,15 @@ def test_pass_figures_count_a_shared_pass_once_and_need_every_run_counted() -> N
     assert pass_figures([a], 0) == {}
     report = {("m.gguf", 1): summarize([a], _streams()[:1], "de")}
     assert "passes_per_update" in str(breakdown_table(report))
+
+
+def test_cpu_figures_are_ms_an_update_of_the_process_and_its_main_thread() -> None:
+    from eval.peer_figures import cpu_figures
+
+    a = _run("livetrans-ssbd", 2.0, [["Die Bäckerei öffnet um sieben."]], {})
+    b = _run("livetrans-ssbd", 2.0, [["Die Bäckerei öffnet um sieben."]], {})
+    a.cpu_s, a.main_thread_cpu_s = 3.0, 0.1
+    b.cpu_s, b.main_thread_cpu_s = 5.0, 0.3
+    assert cpu_figures([a, b], 4) == {"server_cpu_ms": 2000.0, "main_thread_cpu_ms": 100.0}
+    b.main_thread_cpu_s = None  # no /proc there: no figure
+    assert cpu_figures([a, b], 4) == {}
