@@ -34,9 +34,9 @@ llama-server's ``timings`` for the same streams, and each server's forward passe
 update, rows per pass and ms per pass (read from its ``/metrics`` before and after a
 run: llama-server's ``n_decode_total`` and tokens, livetrans's step scheduler's
 passes and rows), and the CPU time its process spent an update, its main thread's apart
-(``eval.process_cpu``; in ``livetrans serve`` that is the event loop, in llama-server
-its HTTP thread). ``--profile DIR`` records a py-spy profile of the livetrans server
-during each livetrans run.
+(``eval.process_cpu``; in ``livetrans serve`` the main thread is the event loop, in
+llama-server it is the one that runs the slots and ``llama_decode``). ``--profile DIR``
+records a py-spy profile of the livetrans server during each livetrans run.
 """
 
 from __future__ import annotations
