@@ -146,15 +146,17 @@ LIVETRANS_COUNTERS = ("livetrans_step_batch_rows_count", ("livetrans_step_batch_
 
 
 def prometheus_values(text: str) -> dict[str, float]:
-    """``name value`` lines of a Prometheus exposition (labels kept in the name)."""
-    values = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            try:
-                values[name] = float(value)
-            except ValueError:
-                continue
+    """Every sample of a Prometheus exposition by its name (``_count``, ``_sum`` and
+    ``_total`` kept), summed over its labels; what cannot be parsed counts as nothing."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    values: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                values[sample.name] = values.get(sample.name, 0.0) + sample.value
+    except ValueError:
+        return {}
     return values
 
 
@@ -507,6 +509,21 @@ def check_live_options(args: argparse.Namespace) -> None:
     if len(args.langs) != 1:
         raise UsageError("--live translates into one language: name one with --langs")
     args.variants = parse_variants(args.variant)
+    try:
+        common = shlex.split(args.serve_args)
+    except ValueError as exc:
+        raise UsageError(f"--serve-args: {exc}") from None
+    for where, options in [("--serve-args", common),
+                           *((f"--variant {name}", extra) for name, extra in args.variants)]:
+        owned = [o for o in options if o.split("=", 1)[0] in BENCH_OWNED]
+        if owned:
+            raise UsageError(f"{where}: {owned[0].split('=', 1)[0]} is the benchmark's own "
+                             "(every server gets a free loopback port and the file measured)")
+
+
+# what the benchmark gives every livetrans server itself: a server told otherwise would
+# listen where the benchmark does not look, or measure another file
+BENCH_OWNED = ("--port", "--host", "--model")
 
 
 VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,31}")

@@ -61,20 +61,38 @@ def test_a_bad_variant_is_one_line(given: str, why: str) -> None:
         parse_variants([given])
 
 
+@pytest.mark.parametrize("argv", [
+    ["--variant", "p=--port 8000"], ["--variant", "m=--model=/tmp/other.gguf"],
+    ["--serve-args", "--host 0.0.0.0"], ["--serve-args", "--n-ubatch '48"],
+])
+def test_options_the_benchmark_sets_itself_are_refused_in_one_line(argv) -> None:
+    with pytest.raises(UsageError, match="benchmark's own|quotation"):
+        check_live_options(_args(*argv))
+
+
 def test_a_variant_name_given_twice_is_refused() -> None:
     with pytest.raises(UsageError, match="twice"):
         parse_variants(["a=--n-ubatch 48", "a=--n-ubatch 512"])
 
 
-def test_prometheus_values_read_names_with_labels_and_skip_comments() -> None:
+def test_prometheus_values_sum_a_name_over_its_labels() -> None:
     text = ("# HELP llamacpp:n_decode_total calls\n# TYPE llamacpp:n_decode_total counter\n"
             "llamacpp:n_decode_total 42\n"
+            "# TYPE livetrans_step_batch_rows histogram\n"
+            'livetrans_step_batch_rows_bucket{le="+Inf"} 5.0\n'
+            "livetrans_step_batch_rows_count 5.0\nlivetrans_step_batch_rows_sum 31.0\n"
             'livetrans_requests_total{route="chat",status="200"} 3.0\n'
-            "broken line without value x\n\n")
+            'livetrans_requests_total{route="models",status="200"} 1.0\n')
     values = prometheus_values(text)
     assert values["llamacpp:n_decode_total"] == 42.0
-    assert values['livetrans_requests_total{route="chat",status="200"}'] == 3.0
-    assert "broken line without value" not in values
+    assert values["livetrans_step_batch_rows_count"] == 5.0
+    assert values["livetrans_step_batch_rows_sum"] == 31.0
+    assert values["livetrans_requests_total"] == 4.0
+
+
+def test_an_exposition_that_does_not_parse_counts_as_nothing() -> None:
+    assert prometheus_values("broken line without value x\n") == {}
+    assert prometheus_values("") == {}
 
 
 def test_pass_counters_without_a_server_or_its_counters_are_none() -> None:
