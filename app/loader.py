@@ -69,7 +69,7 @@ def load_model(settings: ModelSettings | None = None, **overrides: object) -> Lo
         model_path=path, n_ctx=settings.n_ctx, n_threads=settings.n_threads,
         n_gpu_layers=settings.n_gpu_layers, n_ubatch=settings.n_ubatch,
         verbose=settings.verbose_llama,
-        n_seq=settings.parallel, n_keep=settings.keepers,
+        n_seq=settings.parallel,
     ))
     try:
         fmt = prompt_format_of(runtime, path, settings.prompt_format)

@@ -83,10 +83,6 @@ class ModelSettings(BaseSettings):
         4, ge=1, le=256,
         description="sequences decoded together in each forward pass (llama.cpp's slots); "
                     "1 runs one sequence at a time")
-    keepers: int = Field(
-        2, ge=0, le=16,
-        description="sequences beside --parallel that only keep a retried final's stronger "
-                    "prompt cached for the next retry (256 KV cells each; 0: none)")
     dict_dir: Path | None = Field(
         None, description="folder of drafter tables (<lang>.dict, <lang>.trigram.npz)")
     verbose_llama: bool = Field(False, description="show llama.cpp's own log lines")

@@ -31,16 +31,6 @@ class DecodeError(RuntimeError):
     """``llama_decode`` failed (context full, invalid batch, or aborted)."""
 
 
-# Keeper sequences (``app.engine.kv_slots``): beyond the ``n_seq`` a generation may run on,
-# sequences that only hold a recurring prompt's KV (a retry's stronger prompt, whose extra
-# examples no ordinary prompt shares) so the next such prompt copies them instead of
-# decoding them. Two by default, so two language pairs' retries do not evict each other
-# (``serve --keepers``); each holds at most ``KEEPER_CELLS`` positions, and the cache gets
-# that many cells more per keeper.
-KEEPERS = 2
-KEEPER_CELLS = 256
-
-
 @dataclass(frozen=True)
 class RuntimeConfig:
     """How to load the model; every field maps to a ``livetrans serve`` option."""
@@ -53,7 +43,6 @@ class RuntimeConfig:
     verbose: bool = False
     # Sequences (llama.cpp's slots) sharing one unified KV cache; each may grow to n_ctx.
     n_seq: int = 1
-    n_keep: int = KEEPERS  # keeper sequences after them (``app.engine.kv_slots``)
 
 
 # Rows llama.cpp computes at once (its physical batch, ``n_ubatch``). On the CPU, under 64:
@@ -67,6 +56,14 @@ class RuntimeConfig:
 # keeps llama.cpp's large default: its kernels are another matter.
 CPU_UBATCH = 48
 GPU_UBATCH = 512
+
+# Keeper sequences (``app.engine.kv_slots``): beyond the ``n_seq`` a generation may run on,
+# sequences that only hold a recurring prompt's KV (a retry's stronger prompt, whose extra
+# examples no ordinary prompt shares) so the next such prompt copies them instead of
+# decoding them. Two, so two language pairs' retries do not evict each other; each holds
+# at most ``KEEPER_CELLS`` positions, and the cache gets that many cells more per keeper.
+KEEPERS = 2
+KEEPER_CELLS = 256
 
 
 def ubatch_for(config: RuntimeConfig) -> int:
@@ -108,8 +105,8 @@ class LlamaRuntime:
         threads = config.n_threads or max(1, os.cpu_count() or 1)
         cparams = ll.llama_context_default_params()
         self.n_seq = max(1, config.n_seq)
-        self.n_keep = max(0, config.n_keep)
-        keeper_cells = self.n_keep * KEEPER_CELLS
+        self.n_keep = KEEPERS
+        keeper_cells = KEEPERS * KEEPER_CELLS
         cparams.n_ctx = config.n_ctx * self.n_seq + keeper_cells
         # A step may carry a whole prompt suffix plus a draft in ONE llama_decode: the logical
         # batch is one full context, llama.cpp splits it into physical ubatches itself.

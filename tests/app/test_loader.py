@@ -26,19 +26,6 @@ def test_load_model_reads_runtime_vocab_and_prompt_format() -> None:
         model.close()
 
 
-def test_keepers_are_sequences_after_the_parallel_ones_and_do_not_shrink_them() -> None:
-    from app.engine.kv_slots import KvSlots
-
-    for keepers in (0, 2):
-        model = load_model(ModelSettings(model=None, n_ctx=512), parallel=2, keepers=keepers)
-        try:
-            rt = model.runtime
-            assert (rt.n_seq, rt.n_keep, rt.n_ctx) == (2, keepers, 512)
-            assert [k.seq_id for k in KvSlots(rt).keepers] == [2, 3][:keepers]
-        finally:
-            model.close()
-
-
 def test_load_vocab_tokenizes_like_the_runtime(runtime) -> None:
     vocab = load_vocab()
     try:
