@@ -186,6 +186,6 @@ class Engine:
                 if not self.step([gen], budget=cap, chunk=cap).rows and not gen.done:
                     raise RuntimeError("a generation made no progress")  # a bug, not input
         finally:
-            self.slots.release(kv, keep=gen.keep_rows if gen.phase is Phase.DONE else 0)
+            self.slots.release(kv)
         self.finished(gen)
         return gen.result

@@ -54,10 +54,6 @@ class GenerationRequest:
     draft_budget: int = 6
     previous: Sequence[int] = ()  # the session's previous output, for the "previous" drafter
     stop_on_loop: bool = False  # end when the output repeats one span three times in a row
-    # the prompt recurs in later requests that ordinary ones do not keep cached (a retry's
-    # stronger prompt): its KV stays in a keeper sequence when this one ends
-    # (``app.engine.kv_slots``), so the next such prompt copies what it shares
-    keep_prompt: bool = False
     cancel: threading.Event | None = None
     on_text: Callable[[str], None] | None = None
 

@@ -11,28 +11,17 @@ ran in between. Which sequence a new prompt gets:
   preamble every prompt starts with), that prefix is copied in with ``llama_memory_seq_cp``:
   in a unified KV cache the copy shares cells, it computes nothing.
 
-Keepers (``LlamaRuntime.n_keep`` sequences numbered after the slots) run nothing: a
-generation whose prompt recurs (``GenerationRequest.keep_prompt``: a pathological final's
-retry, whose stronger prompt carries examples no ordinary prompt has) leaves its prompt's KV
-in one (least recently used first) when it ends, and every later prompt may copy from a
-keeper as from any sequence. Without them, the ordinary updates that follow a retry on its
-sequence cut those examples away, and the next retry decoded them again (39 rows for
-en->de's few-shot examples).
-
 A session whose KV was evicted simply re-prefills: correctness never depends on the cache.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from app.engine.runtime import KEEPER_CELLS, LlamaRuntime
+from app.engine.runtime import LlamaRuntime
 from app.prefix import common_prefix
-
-log = logging.getLogger("livetrans.kv_slots")
 
 # Copying a prefix shorter than this saves less than the bookkeeping costs.
 MIN_PREFIX_COPY = 8
@@ -68,7 +57,6 @@ class SeqKV:
 @dataclass
 class SlotStats:
     copied_tokens: int = 0  # prompt tokens taken from another sequence instead of decoded
-    kept_prompts: int = 0  # prompts left in a keeper sequence for later ones to copy
 
 
 class KvSlots:
@@ -78,8 +66,6 @@ class KvSlots:
         self.rt = rt
         self.share_prefixes = share_prefixes
         self.slots = [SeqKV(rt, i) for i in range(rt.n_seq)]
-        self.keepers = [SeqKV(rt, rt.n_seq + i) for i in range(rt.n_keep)] \
-            if share_prefixes else []
         self.stats = SlotStats()
 
     @property
@@ -98,7 +84,7 @@ class KvSlots:
         best = max(free, key=lambda s: (s.common_prefix(tokens), -s.last_used))
         have = best.common_prefix(tokens)
         if self.share_prefixes:
-            donor = max([*self.slots, *self.keepers], key=lambda s: s.common_prefix(tokens))
+            donor = max(self.slots, key=lambda s: s.common_prefix(tokens))
             n = donor.common_prefix(tokens)
             if donor is not best and n >= have + MIN_PREFIX_COPY:
                 self.rt.seq_copy(donor.seq_id, best.seq_id, n)
@@ -108,40 +94,12 @@ class KvSlots:
         best.busy = True
         return best
 
-    def release(self, kv: SeqKV, keep: int = 0) -> None:
-        """``kv`` is free again; with ``keep``, its first ``keep`` positions (a recurring
-        prompt's) are first copied into a keeper (``keep_prefix``)."""
-        if keep:
-            self.keep_prefix(kv, keep)
+    def release(self, kv: SeqKV) -> None:
         kv.busy = False
         kv.last_used = time.monotonic()
-
-    def keep_prefix(self, kv: SeqKV, n: int) -> None:
-        """Let a keeper hold ``kv``'s first ``n`` positions (at most ``KEEPER_CELLS``), unless
-        one holds them already. Shared cells: nothing is computed. Should the copy fail, the
-        keeper is emptied (correctness never depends on the cache) and the error is not
-        this generation's: it has its answer."""
-        tokens = kv.cached[:min(n, KEEPER_CELLS)]
-        if not self.keepers or len(tokens) < MIN_PREFIX_COPY:
-            return
-        now = time.monotonic()
-        for keeper in self.keepers:
-            if keeper.common_prefix(tokens) == len(tokens):
-                keeper.last_used = now
-                return
-        keeper = min(self.keepers, key=lambda s: s.last_used)
-        try:
-            self.rt.seq_copy(kv.seq_id, keeper.seq_id, len(tokens))
-        except Exception:  # noqa: BLE001 - a cache that failed to copy is one to forget
-            log.warning("keeping a prompt's KV failed; the keeper is emptied", exc_info=True)
-            keeper.cached.clear()  # never a donor now, whatever its cells still hold
-            return
-        keeper.cached = list(tokens)
-        keeper.last_used = now
-        self.stats.kept_prompts += 1
 
     def clear(self) -> None:
         """Forget every sequence's cache (after a failed decode, or on request)."""
         self.rt.clear()
-        for s in [*self.slots, *self.keepers]:
+        for s in self.slots:
             s.cached.clear()

@@ -57,14 +57,6 @@ class RuntimeConfig:
 CPU_UBATCH = 48
 GPU_UBATCH = 512
 
-# Keeper sequences (``app.engine.kv_slots``): beyond the ``n_seq`` a generation may run on,
-# sequences that only hold a recurring prompt's KV (a retry's stronger prompt, whose extra
-# examples no ordinary prompt shares) so the next such prompt copies them instead of
-# decoding them. Two, so two language pairs' retries do not evict each other; each holds
-# at most ``KEEPER_CELLS`` positions, and the cache gets that many cells more per keeper.
-KEEPERS = 2
-KEEPER_CELLS = 256
-
 
 def ubatch_for(config: RuntimeConfig) -> int:
     """The physical batch for ``config``: its own, or the default for where it runs."""
@@ -76,9 +68,8 @@ def ubatch_for(config: RuntimeConfig) -> int:
 class LlamaRuntime:
     """One model, one context with ``n_seq`` sequences in a unified KV cache, one batch.
 
-    The cache holds ``n_ctx * n_seq`` cells (plus ``KEEPER_CELLS`` for each of the
-    ``n_keep`` keeper sequences, numbered after them), so every sequence can reach the full
-    context length at once; with a unified cache a prefix copied from one sequence to another
+    The cache holds ``n_ctx * n_seq`` cells, so every sequence can reach the full context
+    length at once; with a unified cache a prefix copied from one sequence to another
     (``seq_copy``) shares cells instead of duplicating them.
     """
 
@@ -105,14 +96,12 @@ class LlamaRuntime:
         threads = config.n_threads or max(1, os.cpu_count() or 1)
         cparams = ll.llama_context_default_params()
         self.n_seq = max(1, config.n_seq)
-        self.n_keep = KEEPERS
-        keeper_cells = KEEPERS * KEEPER_CELLS
-        cparams.n_ctx = config.n_ctx * self.n_seq + keeper_cells
+        cparams.n_ctx = config.n_ctx * self.n_seq
         # A step may carry a whole prompt suffix plus a draft in ONE llama_decode: the logical
         # batch is one full context, llama.cpp splits it into physical ubatches itself.
         cparams.n_batch = config.n_ctx
         cparams.n_ubatch = min(ubatch_for(config), config.n_ctx)
-        cparams.n_seq_max = self.n_seq + self.n_keep
+        cparams.n_seq_max = self.n_seq
         cparams.kv_unified = True
         # Verification reads logits at many positions of one sequence; this llama.cpp's
         # default allows one output per sequence and then returns rows for the wrong tokens.
@@ -128,7 +117,7 @@ class LlamaRuntime:
         if not self.ctx:
             raise RuntimeError("llama.cpp could not create a context")
         # The per-sequence limit: positions a single sequence may reach.
-        self.n_ctx = (int(ll.llama_n_ctx(self.ctx)) - keeper_cells) // self.n_seq
+        self.n_ctx = int(ll.llama_n_ctx(self.ctx)) // self.n_seq
         self.memory = ll.llama_get_memory(self.ctx)
         self._batch_capacity = config.n_ctx
         self._batch = ll.llama_batch_init(self._batch_capacity, 0, 1)

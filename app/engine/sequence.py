@@ -111,12 +111,6 @@ class SequenceGeneration:
         return len(self._proposal) if self._source == SSBD else 0
 
     @property
-    def keep_rows(self) -> int:
-        """How many of its sequence's positions a keeper should hold once it has ended (its
-        prompt's, when the prompt recurs: ``GenerationRequest.keep_prompt``)."""
-        return len(self.prompt) if self.req.keep_prompt else 0
-
-    @property
     def target(self) -> list[int]:
         """The tokens the KV cache must hold before the next new token is chosen."""
         return self.prompt + self.out if self.resumed else self.prompt

@@ -209,9 +209,6 @@ class TranslationPrompt:
     # such models add is taken off and diagnosed (``app.translation.framing``)
     answer_stops: tuple[str, ...] = ()
     clean_framing: bool = False
-    # a prompt whose beginning recurs where ordinary prompts do not keep it cached (a
-    # retry's stronger prompt): the engine keeps its KV (``GenerationRequest.keep_prompt``)
-    recurring: bool = False
 
     @property
     def text(self) -> str:
@@ -293,8 +290,7 @@ class FewShotFormat:
         """The stronger prompt for a final that came out as no translation: every example,
         fragments included (see ``FEW_SHOT_EXAMPLES``)."""
         every = replace(self, n_examples=len(FEW_SHOT_EXAMPLES[source_lang]))
-        return replace(every.translation(source, source_lang, target_lang, context, terms),
-                       recurring=True)
+        return every.translation(source, source_lang, target_lang, context, terms)
 
 
 _SLOT = "\x00livetrans-user-{}\x00"
@@ -385,12 +381,12 @@ class ChatTemplateFormat:
                           context: Sequence[tuple[str, str]] = (),
                           terms: Sequence[tuple[str, str]] = ()) -> TranslationPrompt:
         """The stronger prompt for a final that came out as no translation."""
-        return replace(self.translation(
+        return self.translation(
             source, source_lang, target_lang,
             insist=f" The text may be unfinished: translate what is there into "
                    f"{LANGUAGE_NAMES[target_lang]}; never repeat it in "
                    f"{LANGUAGE_NAMES[source_lang]}, never add a label, quotes or a note.",
-            context=context, terms=terms), recurring=True)
+            context=context, terms=terms)
 
     def _request(self, source: str, source_lang: str, target_lang: str, insist: str,
                  required: str = "") -> str:

@@ -240,7 +240,6 @@ async def _generate(backend: TranslationBackend, prompt: TranslationPrompt,
         cancel=cancel,
         on_text=on_text,
         stop_on_loop=True,
-        keep_prompt=prompt.recurring,
         answer_stops=prompt.answer_stops if cleans(prompt, opts) else (),
         answer_begun=(lambda before: answer_begun(before, prompt.source))
         if cleans(prompt, opts) else None,

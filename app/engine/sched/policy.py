@@ -379,9 +379,7 @@ class StepPolicy:
             self.active.remove(ticket)
         kv = ticket.gen.kv
         if kv is not None:
-            # only a finished generation's prompt is whole in its cache
-            keep = ticket.gen.keep_rows if reason is None and ticket.gen.done else 0
-            self.engine.slots.release(kv, keep=keep)
+            self.engine.slots.release(kv)
         self._finish(ticket, reason)
 
     def _finish(self, ticket: Ticket, reason: str | None) -> None:

@@ -30,7 +30,6 @@ class FakeRuntime:
 
     def __init__(self, n_seq: int) -> None:
         self.n_seq = n_seq
-        self.n_keep = 0  # no keeper sequences unless a test gives some
         self.clears = 0
         self.truncations: list[tuple[int, int]] = []
 
@@ -58,7 +57,6 @@ class FakeGen:
         self.proposal_cap: int | None = None
         self.draft_cap: int | None = None
         self.passes = 0
-        self.keep_rows = 0
 
     @property
     def done(self) -> bool:
@@ -412,30 +410,3 @@ def test_time_waited_is_measured_and_requeued_work_waits_anew():
     assert policy.oldest_wait_s(rank=1) == 0.0
     policy.clock.now += 0.5
     assert policy.oldest_wait_s(rank=1) == 0.5
-
-
-def _policy_with_keepers(n_seq: int = 1) -> StepPolicy:
-    policy = _policy(n_seq=n_seq)
-    policy.engine.rt.n_keep = 1
-    policy.engine.slots = KvSlots(policy.engine.rt)  # type: ignore[arg-type]
-    return policy
-
-
-def test_a_finished_recurring_prompt_is_left_in_a_keeper() -> None:
-    policy = _policy_with_keepers()
-    retry = _add(policy, prompt=list(range(40)), tokens=2)
-    retry.gen.keep_rows = 40
-    _run_all(policy)
-    assert retry.gen.result.finish_reason == "length"
-    assert policy.engine.slots.keepers[0].cached == list(range(40))  # the prompt alone
-
-
-def test_a_cancelled_recurring_prompt_is_not_kept() -> None:
-    policy = _policy_with_keepers()
-    retry = _add(policy, prompt=list(range(40)), tokens=50)
-    retry.gen.keep_rows = 40
-    _pass(policy)
-    retry.cancel.set()
-    _pass(policy)
-    assert retry.gen.result.finish_reason == "cancelled"
-    assert policy.engine.slots.keepers[0].cached == []

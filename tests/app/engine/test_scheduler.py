@@ -119,35 +119,6 @@ def test_chunked_prefill_and_prefix_copy_change_nothing(multi_engine):
         assert _same_up_to_near_ties(multi_engine, r, a, t.tokens)
 
 
-def _retry_request(rt, source: str) -> GenerationRequest:
-    prompt = FewShotFormat().retry_translation(source, "en", "de")
-    assert prompt.recurring
-    return GenerationRequest(prompt_tokens=rt.tokenize(prompt.text, add_bos=True),
-                             max_tokens=48, stop_strings=("\n",), keep_prompt=True)
-
-
-def test_a_retry_prompt_kept_aside_is_copied_for_the_next_retry(multi_engine):
-    """A retry's stronger prompt survives ordinary updates on every sequence in a keeper:
-    the next retry copies the examples it shares instead of decoding them, and its answer
-    is the one it has from scratch (up to near-ties)."""
-    rt = multi_engine.rt
-    first, second = (_retry_request(rt, s) for s in SOURCES[:2])
-    multi_engine.slots.clear()
-    alone = multi_engine.generate(second).tokens
-    multi_engine.slots.clear()
-    kept = multi_engine.slots.stats.kept_prompts
-    _run_together(multi_engine, [first])
-    assert multi_engine.slots.stats.kept_prompts == kept + 1
-    ordinary = [_request(rt, s) for s in SOURCES]  # one on each of the four sequences
-    _run_together(multi_engine, ordinary)
-    shared = first_difference(first.prompt_tokens, second.prompt_tokens)
-    held = max(kv.common_prefix(second.prompt_tokens) for kv in multi_engine.slots.slots)
-    assert held < shared - 30  # the sequences hold the ordinary examples only
-    (again,), _ = _run_together(multi_engine, [second])
-    assert again.prompt_tokens_cached >= shared - 1
-    assert _same_up_to_near_ties(multi_engine, second, alone, again.tokens)
-
-
 def test_a_final_preempts_a_long_request_on_a_single_sequence(runtime):
     """``--parallel 1``: a final arriving while a long request holds the only sequence
     enters within two steps; the request is preempted, resumes, and its output is the same

@@ -41,7 +41,6 @@ class FakeRuntime:
 
     def __init__(self, n_seq: int = 1) -> None:
         self.n_seq = n_seq
-        self.n_keep = 0  # no keeper sequences unless a test gives some
         self.refuse_cut = False
         self.clears = 0
 
