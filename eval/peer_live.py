@@ -494,6 +494,21 @@ def add_live_options(ap: argparse.ArgumentParser) -> None:
                             "--variant 'nocap=--crowded-proposals 0'")
 
 
+# what the benchmark gives every livetrans server itself: a server told otherwise would
+# listen where the benchmark does not look, or measure another file
+BENCH_OWNED = ("--port", "--host", "--model")
+
+
+def bench_owned(option: str) -> str | None:
+    """The benchmark's own option that ``option`` names, if any: ``serve`` takes
+    abbreviations (argparse), so ``--po=8000`` is ``--port`` too; ``--model-alias`` is not
+    ``--model``."""
+    flag = option.split("=", 1)[0]
+    if not flag.startswith("--") or len(flag) < 4:
+        return None
+    return next((name for name in BENCH_OWNED if name.startswith(flag)), None)
+
+
 def check_live_options(args: argparse.Namespace) -> None:
     """Refuse what cannot run, in one line; ``--speakers`` and ``--methods`` become lists."""
     if isinstance(args.speakers, str):
@@ -515,15 +530,10 @@ def check_live_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--serve-args: {exc}") from None
     for where, options in [("--serve-args", common),
                            *((f"--variant {name}", extra) for name, extra in args.variants)]:
-        owned = [o for o in options if o.split("=", 1)[0] in BENCH_OWNED]
+        owned = [name for name in map(bench_owned, options) if name]
         if owned:
-            raise UsageError(f"{where}: {owned[0].split('=', 1)[0]} is the benchmark's own "
+            raise UsageError(f"{where}: {owned[0]} is the benchmark's own "
                              "(every server gets a free loopback port and the file measured)")
-
-
-# what the benchmark gives every livetrans server itself: a server told otherwise would
-# listen where the benchmark does not look, or measure another file
-BENCH_OWNED = ("--port", "--host", "--model")
 
 
 VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,31}")

@@ -64,10 +64,18 @@ def test_a_bad_variant_is_one_line(given: str, why: str) -> None:
 @pytest.mark.parametrize("argv", [
     ["--variant", "p=--port 8000"], ["--variant", "m=--model=/tmp/other.gguf"],
     ["--serve-args", "--host 0.0.0.0"], ["--serve-args", "--n-ubatch '48"],
+    ["--variant", "p=--po 8000"], ["--serve-args", "--hos=0.0.0.0 --parallel 2"],
 ])
 def test_options_the_benchmark_sets_itself_are_refused_in_one_line(argv) -> None:
     with pytest.raises(UsageError, match="benchmark's own|quotation"):
         check_live_options(_args(*argv))
+
+
+def test_options_that_only_resemble_the_benchmarks_own_are_left_to_serve() -> None:
+    args = _args("--serve-args", "--model-alias x --parallel 8",
+                 "--variant", "n=--n-ubatch 48")
+    check_live_options(args)
+    assert args.variants == [("n", ["--n-ubatch", "48"])]
 
 
 def test_a_variant_name_given_twice_is_refused() -> None:
