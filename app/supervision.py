@@ -8,6 +8,12 @@ frames to viewers, write finals) simply stops while the server still says it is 
 traceback, counted (``on_restart``, a ``/metrics`` counter), and the task starts again after
 a backoff that grows while it keeps failing and resets once it has run a while.
 Cancellation is the one way to stop it.
+
+Stopping must not hang on a task that does not take its cancellation: Python 3.11's
+``asyncio.wait_for`` drops a cancel that arrives as the awaited thing finishes (gh-86296),
+and a client library can turn a cancel into an error it retries. ``stop`` cancels again
+until each task has ended, for a bounded time; a task still running then is logged by name
+and left behind, so a shutdown (and a test's teardown) ends.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ log = logging.getLogger("livetrans.supervision")
 
 BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 HEALTHY_AFTER_S = 30.0  # a task that ran this long before failing starts the backoff anew
+STOP_PATIENCE_S = 10.0  # how long ``stop`` waits for its tasks to end
+CANCEL_AGAIN_S = 0.2  # a task still running this long after a cancel is cancelled again
 
 
 class Supervisor:
@@ -66,12 +74,27 @@ class Supervisor:
                         self.on_restart(name)
                 await asyncio.sleep(delay)
 
-    async def stop(self) -> None:
-        """Cancel every task and wait until each has ended."""
-        tasks = list(self.tasks.values())
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+    async def stop(self, patience_s: float = STOP_PATIENCE_S) -> list[str]:
+        """Cancel every task and wait until each has ended, cancelling again any that
+        swallowed its cancel (see the module doc), for at most ``patience_s``. Returns the
+        names of the tasks still running then (logged; normally none)."""
+        tasks = dict(self.tasks)
         self.tasks.clear()
+        running = set(tasks.values())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + patience_s
+        while running:
+            for task in running:
+                task.cancel()
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            _, running = await asyncio.wait(running, timeout=min(CANCEL_AGAIN_S, left))
+        for task in tasks.values():
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved: a body's last error was logged by ``_run``
+        stuck = [name for name, task in tasks.items() if not task.done()]
+        if stuck:
+            log.error("background tasks %s did not stop within %.0f s of being cancelled; "
+                      "left behind", ", ".join(stuck), patience_s)
+        return stuck

@@ -266,7 +266,10 @@ class LiveConnection:
                 if wait_s <= 0:
                     return True
             try:
-                message = await asyncio.wait_for(self.ws.receive(), wait_s)
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancel that
+                # comes as a message arrives (gh-86296), and this loop would read on
+                async with asyncio.timeout(wait_s):
+                    message = await self.ws.receive()
             except TimeoutError:
                 return True
             except Exception:  # noqa: BLE001 - receiving on a dead socket

@@ -169,13 +169,17 @@ class Outbox:
 
     async def _wait_to_retry(self, delay: float) -> None:
         self._retry_now.clear()
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancel that comes
+        # as the event is set (gh-86296), and this task must stop when it is cancelled
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._retry_now.wait(), delay)
+            async with asyncio.timeout(delay):
+                await self._retry_now.wait()
 
     async def drain(self, timeout: float) -> bool:
         """Wait until every write is made (True) or ``timeout`` passes (False)."""
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: see ``_wait_to_retry``
+                await self._idle.wait()
             return True
         except TimeoutError:
             return False

@@ -154,4 +154,5 @@ class Talk:
         waits = [asyncio.shield(f) for f in pending if f is not None]
         if waits:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*waits), wait_s)
+                async with asyncio.timeout(wait_s):  # keeps a cancel, unlike 3.11's wait_for
+                    await asyncio.gather(*waits)

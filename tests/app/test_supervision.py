@@ -76,3 +76,54 @@ def test_a_failing_restart_counter_does_not_stop_the_task() -> None:
         return len(runs)
 
     assert asyncio.run(scenario()) == 2
+
+
+def test_stop_cancels_again_a_task_that_swallowed_its_cancel() -> None:
+    """Python 3.11's ``wait_for`` (and some client libraries) can lose a cancel: the task
+    reads on. ``stop`` cancels it again rather than waiting for it forever."""
+    async def scenario() -> tuple[list[str], int]:
+        swallowed: list[int] = []
+        supervisor = Supervisor()
+
+        async def body() -> None:
+            while True:
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    if swallowed:
+                        raise
+                    swallowed.append(1)  # as a lost cancel looks to the task
+
+        task = supervisor.spawn("reader", body)
+        await asyncio.sleep(0.01)
+        stuck = await supervisor.stop(patience_s=30)
+        assert task.done()
+        return stuck, len(swallowed)
+
+    assert asyncio.run(scenario()) == ([], 1)
+
+
+def test_stop_gives_up_on_a_task_that_never_ends_and_names_it(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> tuple[list[str], bool]:
+        supervisor = Supervisor()
+        release = asyncio.Event()
+
+        async def body() -> None:
+            while not release.is_set():
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    continue
+
+        supervisor.spawn("outbox", body)
+        await asyncio.sleep(0.01)
+        stuck = await supervisor.stop(patience_s=0.5)
+        release.set()
+        return stuck, not supervisor.tasks
+
+    with caplog.at_level(logging.ERROR, logger="livetrans.supervision"):
+        stuck, forgotten = asyncio.run(scenario())
+    assert stuck == ["outbox"] and forgotten
+    assert any("outbox" in r.getMessage() and "did not stop" in r.getMessage()
+               for r in caplog.records)

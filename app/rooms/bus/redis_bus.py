@@ -408,8 +408,11 @@ class RedisBus:
             rooms = self._rooms_to_read()
             if not rooms:
                 self._wake.clear()
+                # asyncio.timeout, not wait_for, which on Python 3.11 loses a cancel that
+                # comes as the event is set (gh-86296): this task must stop when cancelled
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), 5.0)
+                    async with asyncio.timeout(5.0):
+                        await self._wake.wait()
                 continue
             asked = {room: self.follows[room] for room in rooms}
             streams: dict[str, str] = {}
