@@ -9,11 +9,14 @@ traceback, counted (``on_restart``, a ``/metrics`` counter), and the task starts
 a backoff that grows while it keeps failing and resets once it has run a while.
 Cancellation is the one way to stop it.
 
-Stopping must not hang on a task that does not take its cancellation: Python 3.11's
-``asyncio.wait_for`` drops a cancel that arrives as the awaited thing finishes (gh-86296),
-and a client library can turn a cancel into an error it retries. ``stop`` cancels again
-until each task has ended, for a bounded time; a task still running then is logged by name
-and left behind, so a shutdown (and a test's teardown) ends.
+A cancel can be lost on Python 3.11. ``asyncio.wait_for`` drops one that arrives as the
+awaited thing finishes (gh-86296), and ``asyncio.timeout`` turns one that meets its own
+expiry into a ``TimeoutError``: redis-py reads under such a timeout, so a room bus reader
+cancelled at that moment saw "Redis timed out", retried, and read on forever while shutdown
+waited for it (a CI run hung 900 s so). Two guards: a loop that retries on errors calls
+``reraise_lost_cancel`` first, since the task still counts the cancel (``cancelling()``);
+and ``stop`` cancels again until each task has ended, for a bounded time, then logs by
+name any task still running and leaves it, so a shutdown (and a test's teardown) ends.
 """
 
 from __future__ import annotations
@@ -30,6 +33,15 @@ BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 HEALTHY_AFTER_S = 30.0  # a task that ran this long before failing starts the backoff anew
 STOP_PATIENCE_S = 10.0  # how long ``stop`` waits for its tasks to end
 CANCEL_AGAIN_S = 0.2  # a task still running this long after a cancel is cancelled again
+
+
+def reraise_lost_cancel() -> None:
+    """Raise ``CancelledError`` if this task was cancelled and the cancel came back as an
+    ordinary error (see the module doc): a loop that catches errors to retry or to go on
+    with the next item calls this first in its handler, so a cancelled task stops."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 class Supervisor:
@@ -62,6 +74,7 @@ class Supervisor:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the point: nothing ends it silently
+                reraise_lost_cancel()
                 if time.monotonic() - began >= self.healthy_after_s:
                     failures = 0
                 delay = self.backoff_s[min(failures, len(self.backoff_s) - 1)]

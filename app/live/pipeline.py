@@ -38,6 +38,7 @@ from app.live.frames import log_unexpected
 from app.live.publisher import CaptionPublisher, ConnectionGone
 from app.live.queue import SegmentQueue, Update
 from app.live.services import LiveServices
+from app.supervision import reraise_lost_cancel
 from app.translation.display import DisplayPolicy, Translation, display_policy, display_unit
 from app.translation.sessions import Session
 from app.translation.translator import TranslateOptions
@@ -223,6 +224,7 @@ class FanOut:
             except ConnectionGone:
                 raise
             except Exception as exc:  # noqa: BLE001 - one update's bug, not the connection's
+                reraise_lost_cancel()
                 self.running = None  # answered here, never again by ``abandon``
                 log_unexpected(log, exc, "live translator", update.segment)
                 await self.publisher.error("internal_error", "Internal server error.",

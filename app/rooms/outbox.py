@@ -25,6 +25,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from app.supervision import reraise_lost_cancel
+
 log = logging.getLogger("livetrans.outbox")
 
 MAX_KEPT_BYTES = 64 * 1024 * 1024  # writes that must not be lost, waiting for the store
@@ -139,6 +141,7 @@ class Outbox:
             try:
                 await write.run()
             except StoreUnavailable as exc:
+                reraise_lost_cancel()  # a cancel that met the client's timeout reads as one
                 if self._on_error is not None:
                     self._on_error()
                 self._set_up(False, str(exc))
@@ -152,6 +155,7 @@ class Outbox:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a bug must not stop every later write
+                reraise_lost_cancel()
                 log.error("%s: %s can never be made and is skipped: %s: %s", self.name,
                           write.what, type(exc).__name__, " ".join(str(exc).split())[:200])
                 self._pop()

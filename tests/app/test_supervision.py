@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from app.supervision import Supervisor
+from app.supervision import Supervisor, reraise_lost_cancel
 
 
 def test_a_task_that_fails_once_is_back_after_its_backoff(
@@ -127,3 +127,41 @@ def test_stop_gives_up_on_a_task_that_never_ends_and_names_it(
     assert stuck == ["outbox"] and forgotten
     assert any("outbox" in r.getMessage() and "did not stop" in r.getMessage()
                for r in caplog.records)
+
+
+def test_a_loop_that_retries_on_errors_stops_on_a_cancel_turned_into_one() -> None:
+    """What redis-py does when a cancel meets its socket timeout (Python 3.11): the cancel
+    comes back as a ``TimeoutError``. ``reraise_lost_cancel`` in the retry handler stops
+    the task on the first cancel."""
+    async def scenario() -> tuple[list[str], int]:
+        supervisor, tries = Supervisor(), []
+
+        async def read() -> None:
+            tries.append(1)
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                raise TimeoutError("Timeout reading from redis") from None
+
+        async def retrying() -> None:
+            while True:
+                try:
+                    await read()
+                except TimeoutError:
+                    reraise_lost_cancel()
+                    await asyncio.sleep(0.01)
+
+        supervisor.spawn("reader", retrying)
+        await asyncio.sleep(0.01)
+        stuck = await supervisor.stop(patience_s=30)
+        return stuck, len(tries)
+
+    assert asyncio.run(scenario()) == ([], 1)
+
+
+def test_reraise_lost_cancel_is_quiet_in_a_task_never_cancelled() -> None:
+    async def scenario() -> bool:
+        reraise_lost_cancel()
+        return True
+
+    assert asyncio.run(scenario())

@@ -42,6 +42,7 @@ from app.live.outputs.config import OutputSpec
 from app.live.outputs.net import GuardedTransport, refused_address
 from app.rooms.bus import TalkInfo
 from app.rooms.transcripts.store import TranscriptLine
+from app.supervision import reraise_lost_cancel
 
 log = logging.getLogger("livetrans.live.outputs")
 
@@ -143,6 +144,7 @@ class Output:
             try:
                 await self.deliver(final)
             except Exception as exc:  # noqa: BLE001 - a bug costs one final, not the output
+                reraise_lost_cancel()
                 log_unexpected(log, exc, "push output")
                 self._count("failed")
             self.in_flight = False

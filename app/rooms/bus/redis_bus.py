@@ -53,7 +53,7 @@ from app.rooms.redis_client import (
     redacted,
     unavailable,
 )
-from app.supervision import Supervisor
+from app.supervision import Supervisor, reraise_lost_cancel
 
 log = logging.getLogger("livetrans.bus")
 
@@ -423,6 +423,7 @@ class RedisBus:
                 replies = await self._read_client.xread(streams, count=READ_COUNT,
                                                         block=READ_BLOCK_MS)
             except Exception as exc:  # noqa: BLE001 - unavailable, or a bug to restart on
+                reraise_lost_cancel()  # a cancel that met the socket timeout reads as one
                 if "WRONGTYPE" in str(exc)[:40]:
                     await self._set_aside_unreadable(asked)
                     continue
@@ -553,6 +554,7 @@ class RedisBus:
                 await self._renew_owned()
                 await self._check_remote()
             except Exception as exc:  # noqa: BLE001 - unavailable, or a bug to restart on
+                reraise_lost_cancel()
                 if not unavailable(exc) and not isinstance(exc, BusUnavailable):
                     raise
                 self._set_up("leases", False, describe(exc))

@@ -179,3 +179,36 @@ def test_a_barrier_completes_after_every_earlier_write() -> None:
 
     early, written = asyncio.run(scenario())
     assert not early and written == ["final 0", "final 1"]
+
+
+@pytest.mark.parametrize("turned_into", [StoreUnavailable, KeyError])
+def test_a_cancel_that_comes_back_as_an_error_stops_the_outbox(
+        turned_into: type[Exception]) -> None:
+    """Python 3.11's ``asyncio.timeout`` turns a cancel that meets its expiry into a
+    ``TimeoutError`` (redis-py's reads run under one): the outbox must stop on it rather
+    than retry, or skip, and write on."""
+    async def scenario() -> tuple[bool, int]:
+        box, tries = Outbox("test"), []
+
+        async def write() -> None:
+            tries.append(1)
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                if len(tries) > 1:
+                    raise  # (without the guard: the retry is cancelled and the test ends)
+                raise turned_into("timed out") from None
+
+        task = asyncio.create_task(box.run())
+        box.put(Write(write, keep=True, what="final"))
+        box.put(Write(write, keep=True, what="final"))
+        while not tries:
+            await asyncio.sleep(0)
+        task.cancel()
+        await asyncio.wait({task}, timeout=5)
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=5)
+        return task.cancelled(), len(tries)
+
+    assert asyncio.run(scenario()) == (True, 1)  # stopped, never tried again

@@ -290,6 +290,37 @@ def test_every_final_once_in_order_through_a_redis_restart(redis: RedisServer) -
     assert _finals(recent + frames) == list(range(11))
 
 
+def test_a_reader_cancelled_as_its_read_times_out_stops(redis: RedisServer) -> None:
+    """Python 3.11's ``asyncio.timeout`` turns a cancel that meets its expiry into a
+    ``TimeoutError``, which redis-py reports as "Timeout reading": the reader took it for
+    Redis being away, retried, and a replica's shutdown waited for it forever (a CI run
+    hung 900 s so). That moment is forced here: the reader must stop, not read on."""
+    from redis.exceptions import TimeoutError as RedisTimeout
+
+    async def scenario() -> tuple[int, bool]:
+        a, b, _, reg_b = await _started(redis.url)
+        await _running(a, b, reg_b)
+        real_xread, cancelled, reads_after = b._read_client.xread, [], []
+
+        async def xread(*args, **kwargs):  # noqa: ANN202
+            if cancelled:
+                reads_after.append(1)
+            try:
+                return await real_xread(*args, **kwargs)
+            except asyncio.CancelledError:
+                cancelled.append(1)
+                raise RedisTimeout("Timeout reading from redis") from None
+
+        b._read_client.xread = xread
+        await asyncio.sleep(0.6)  # the reader is in the patched read now
+        reader = b.supervisor.tasks["room-bus-reader"]
+        await a.close(1)
+        await b.close(1)
+        return len(reads_after), reader.done() and bool(cancelled)
+
+    assert asyncio.run(scenario()) == (0, True)
+
+
 def test_a_retried_write_is_appended_once(redis: RedisServer) -> None:
     """The same final written twice (a retry after a timeout that had in fact run) is in
     the stream once."""
