@@ -44,6 +44,19 @@ def reraise_lost_cancel() -> None:
         raise asyncio.CancelledError
 
 
+async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
+    """Whether ``event`` is set within ``timeout_s``, in a loop that must stop when
+    cancelled: neither 3.11's ``wait_for`` nor its ``asyncio.timeout`` keeps every cancel
+    (see the module doc), so a timeout is checked for a lost one."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            await event.wait()
+        return True
+    except TimeoutError:
+        reraise_lost_cancel()
+        return False
+
+
 class Supervisor:
     """Starts and watches named background tasks on the running event loop."""
 

@@ -64,6 +64,7 @@ from app.rooms.bus import BusUnavailable, RoomTakenOnBus
 from app.rooms.registry import RoomTakenError
 from app.speech.service import SpeechBusyError, SpeechUnavailableError
 from app.speech.whisper_stream import StreamingWhisper
+from app.supervision import reraise_lost_cancel
 from app.translation.sessions import Session, SessionStoreFullError
 
 log = logging.getLogger("livetrans.live")
@@ -266,11 +267,11 @@ class LiveConnection:
                 if wait_s <= 0:
                     return True
             try:
-                # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancel that
-                # comes as a message arrives (gh-86296), and this loop would read on
+                # not wait_for, which on 3.11 loses a cancel that comes as a message does
                 async with asyncio.timeout(wait_s):
                     message = await self.ws.receive()
             except TimeoutError:
+                reraise_lost_cancel()  # a cancel that met this timeout comes back as one
                 return True
             except Exception:  # noqa: BLE001 - receiving on a dead socket
                 return False

@@ -19,13 +19,12 @@ its reason and skipped, so one bad write does not stop every later one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from app.supervision import reraise_lost_cancel
+from app.supervision import reraise_lost_cancel, wait_event
 
 log = logging.getLogger("livetrans.outbox")
 
@@ -173,20 +172,11 @@ class Outbox:
 
     async def _wait_to_retry(self, delay: float) -> None:
         self._retry_now.clear()
-        # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancel that comes
-        # as the event is set (gh-86296), and this task must stop when it is cancelled
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(delay):
-                await self._retry_now.wait()
+        await wait_event(self._retry_now, delay)  # keeps a cancel, unlike 3.11's wait_for
 
     async def drain(self, timeout: float) -> bool:
         """Wait until every write is made (True) or ``timeout`` passes (False)."""
-        try:
-            async with asyncio.timeout(timeout):  # not wait_for: see ``_wait_to_retry``
-                await self._idle.wait()
-            return True
-        except TimeoutError:
-            return False
+        return await wait_event(self._idle, timeout)
 
     def _pop(self) -> None:
         write = self.writes.popleft()

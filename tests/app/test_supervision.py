@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from app.supervision import Supervisor, reraise_lost_cancel
+from app.supervision import Supervisor, reraise_lost_cancel, wait_event
 
 
 def test_a_task_that_fails_once_is_back_after_its_backoff(
@@ -165,3 +165,28 @@ def test_reraise_lost_cancel_is_quiet_in_a_task_never_cancelled() -> None:
         return True
 
     assert asyncio.run(scenario())
+
+
+def test_wait_event_times_out_or_sees_the_event_and_never_loses_a_cancel() -> None:
+    """A cancel lost on the way (the task still counts it) is raised by the next timeout
+    rather than read as "the event did not come"."""
+    async def scenario() -> tuple[bool, bool, bool]:
+        event = asyncio.Event()
+        timed_out = not await wait_event(event, 0.01)
+        event.set()
+        seen = await wait_event(event, 5)
+
+        async def lost_then_waits() -> None:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                pass  # as a library that loses a cancel leaves the task
+            await wait_event(asyncio.Event(), 0.01)
+
+        task = asyncio.create_task(lost_then_waits())
+        await asyncio.sleep(0)
+        task.cancel()
+        await asyncio.wait({task}, timeout=5)
+        return timed_out, seen, task.cancelled()
+
+    assert asyncio.run(scenario()) == (True, True, True)

@@ -217,6 +217,7 @@ class Output:
                             break
                     status = response.status_code
         except TimeoutError:
+            reraise_lost_cancel()  # a cancel that met this timeout comes back as one
             return "retry", "timed out"
         except httpx.HTTPError as exc:
             if refused_address(exc):

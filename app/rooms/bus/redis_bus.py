@@ -53,7 +53,7 @@ from app.rooms.redis_client import (
     redacted,
     unavailable,
 )
-from app.supervision import Supervisor, reraise_lost_cancel
+from app.supervision import Supervisor, reraise_lost_cancel, wait_event
 
 log = logging.getLogger("livetrans.bus")
 
@@ -408,11 +408,7 @@ class RedisBus:
             rooms = self._rooms_to_read()
             if not rooms:
                 self._wake.clear()
-                # asyncio.timeout, not wait_for, which on Python 3.11 loses a cancel that
-                # comes as the event is set (gh-86296): this task must stop when cancelled
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(5.0):
-                        await self._wake.wait()
+                await wait_event(self._wake, 5.0)
                 continue
             asked = {room: self.follows[room] for room in rooms}
             streams: dict[str, str] = {}
