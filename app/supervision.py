@@ -38,7 +38,8 @@ CANCEL_AGAIN_S = 0.2  # a task still running this long after a cancel is cancell
 def reraise_lost_cancel() -> None:
     """Raise ``CancelledError`` if this task was cancelled and the cancel came back as an
     ordinary error (see the module doc): a loop that catches errors to retry or to go on
-    with the next item calls this first in its handler, so a cancelled task stops."""
+    with the next item calls this first in its handler, so a cancelled task stops. Not for
+    cleanup code, which may run while a cancel is on its way (see ``wait_event``)."""
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
@@ -47,7 +48,9 @@ def reraise_lost_cancel() -> None:
 async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
     """Whether ``event`` is set within ``timeout_s``, in a loop that must stop when
     cancelled: neither 3.11's ``wait_for`` nor its ``asyncio.timeout`` keeps every cancel
-    (see the module doc), so a timeout is checked for a lost one."""
+    (see the module doc), so a timeout is checked for a lost one. Only for a task's own
+    loop: in a cleanup that runs while a cancel is on its way (a ``finally``), the task
+    counts that cancel too, and a timeout here would raise it and skip the rest."""
     try:
         async with asyncio.timeout(timeout_s):
             await event.wait()

@@ -175,8 +175,15 @@ class Outbox:
         await wait_event(self._retry_now, delay)  # keeps a cancel, unlike 3.11's wait_for
 
     async def drain(self, timeout: float) -> bool:
-        """Wait until every write is made (True) or ``timeout`` passes (False)."""
-        return await wait_event(self._idle, timeout)
+        """Wait until every write is made (True) or ``timeout`` passes (False). A one-shot
+        wait, often in a shutdown's cleanup: a timeout is never turned into a cancel here
+        (as ``wait_event`` would for a cancelled task), or the cleanup after it is skipped."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
+            return True
+        except TimeoutError:
+            return False
 
     def _pop(self) -> None:
         write = self.writes.popleft()

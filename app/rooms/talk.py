@@ -11,6 +11,7 @@ replicas plugs in here, not in the translator or the socket's reader.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -19,7 +20,6 @@ from app.rooms.bus import RoomBus, TalkInfo
 from app.rooms.registry import Room, RoomRegistry, RoomTakenError, new_talk_id
 from app.rooms.transcripts.recorder import TranscriptRecorder
 from app.rooms.transcripts.store import TalkRecord, TranscriptLine
-from app.supervision import reraise_lost_cancel
 
 MAX_OPEN_SEGMENTS = 4096  # segments whose first caption time waits for their finals
 RELEASE_WAIT_S = 2.0  # how long ``finish`` waits for the room's release and transcript
@@ -153,8 +153,6 @@ class Talk:
             pending.append(recorder.written())
         waits = [asyncio.shield(f) for f in pending if f is not None]
         if waits:
-            try:
-                async with asyncio.timeout(wait_s):
+            with contextlib.suppress(TimeoutError):  # bounded and one-shot: no lost-cancel
+                async with asyncio.timeout(wait_s):  # check, which could cut a cleanup short
                     await asyncio.gather(*waits)
-            except TimeoutError:
-                reraise_lost_cancel()  # 3.11: a cancel that met the timeout comes back so
