@@ -40,6 +40,7 @@ from app.live.outputs import webhook, youtube
 from app.live.outputs.allow import HostPolicy
 from app.live.outputs.config import OutputSpec
 from app.live.outputs.net import GuardedTransport, refused_address
+from app.live.outputs.resolve import Resolver
 from app.rooms.bus import TalkInfo
 from app.rooms.transcripts.store import TranscriptLine
 from app.supervision import reraise_lost_cancel
@@ -240,10 +241,13 @@ class Pushes:
     """A talk's outputs: what ``Talk`` hands every final caption to (its final sink)."""
 
     def __init__(self, specs: list[OutputSpec], policy: HostPolicy,
-                 times: DeliveryTimes | None = None, on_event: OnEvent = _ignore) -> None:
+                 times: DeliveryTimes | None = None, on_event: OnEvent = _ignore,
+                 resolver: Resolver | None = None) -> None:
+        """``resolver``: host names' lookups (default: the process's own)."""
         self.times = times if times is not None else DeliveryTimes()
         self.client = httpx.AsyncClient(
-            transport=GuardedTransport(policy, max_connections=max(1, len(specs))),
+            transport=GuardedTransport(policy, max_connections=max(1, len(specs)),
+                                       resolver=resolver),
             follow_redirects=False, trust_env=False,
             timeout=httpx.Timeout(self.times.request_s),
             headers={"User-Agent": USER_AGENT})

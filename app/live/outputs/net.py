@@ -6,7 +6,9 @@ resolves the name itself, keeps only the addresses the host policy allows
 (``HostPolicy.address_allowed``) and connects to one of those: the address checked is the
 address connected to. TLS still verifies the certificate against the host name (httpcore
 starts TLS with the URL's host, not the address). Redirects are never followed
-(``delivery``), and no proxy from the environment is used.
+(``delivery``), and no proxy from the environment is used. Names are resolved on the
+pushes' own few threads, each lookup bounded in time (``resolve``): a push host with slow
+DNS holds up nothing else that runs on threads.
 
 ``httpx`` is imported here and in ``delivery`` only: the server's core dependencies need
 not carry it for a server without pushes.
@@ -14,9 +16,7 @@ not carry it for a server without pushes.
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import socket
 import ssl
 from collections.abc import Iterable
 from typing import Any
@@ -25,6 +25,7 @@ import httpcore
 import httpx
 
 from app.live.outputs.allow import HostPolicy, as_address
+from app.live.outputs.resolve import ResolveError, Resolver, shared_resolver
 
 
 class AddressNotAllowed(httpcore.ConnectError):
@@ -47,31 +48,24 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
     """httpcore's network backend, with name resolution and the host policy in front."""
 
     def __init__(self, policy: HostPolicy, inner: httpcore.AsyncNetworkBackend | None = None,
-                 resolve_timeout_s: float = 5.0) -> None:
+                 resolver: Resolver | None = None) -> None:
         self.policy = policy
         self.inner = inner if inner is not None else httpcore.AnyIOBackend()
-        self.resolve_timeout_s = resolve_timeout_s
+        # not asyncio's default executor: a hanging lookup would pin the threads the rest
+        # of the server uses (``resolve``)
+        self.resolver = resolver if resolver is not None else shared_resolver()
 
     async def resolve(self, host: str, port: int, timeout: float | None) -> list[str]:
         """Every address of ``host`` (an address resolves to itself), in the resolver's
-        order, without repeats."""
+        order, without repeats. A lookup that fails, hangs past its bound or finds the
+        resolver's threads all taken is a connect error: the attempt is retried."""
         literal = as_address(host)
         if literal is not None:
             return [str(literal)]
-        loop = asyncio.get_running_loop()
-        limit = min(timeout or self.resolve_timeout_s, self.resolve_timeout_s)
         try:
-            infos = await asyncio.wait_for(
-                loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), limit)
-        except (OSError, TimeoutError) as exc:
-            raise httpcore.ConnectError(f"cannot resolve the host: {type(exc).__name__}") \
-                from None
-        found: list[str] = []
-        for info in infos:
-            address = str(info[4][0])
-            if address not in found:
-                found.append(address)
-        return found
+            return await self.resolver.resolve(host, port, timeout)
+        except ResolveError as exc:
+            raise httpcore.ConnectError(f"cannot resolve the host: {exc}") from None
 
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None,
@@ -116,7 +110,8 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
     """httpx's transport over a ``GuardedBackend`` pool: no proxies from the environment,
     no retries of its own (``delivery`` retries), HTTP/1.1."""
 
-    def __init__(self, policy: HostPolicy, max_connections: int = 8) -> None:
+    def __init__(self, policy: HostPolicy, max_connections: int = 8,
+                 resolver: Resolver | None = None) -> None:
         super().__init__(verify=ssl_context(), trust_env=False, retries=0)
         # httpx builds its httpcore pool without a way to pass a network backend: replace
         # it with one that has ours (same settings as httpx's defaults otherwise)
@@ -124,4 +119,4 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
             ssl_context=ssl_context(),
             max_connections=max_connections, max_keepalive_connections=max_connections,
             keepalive_expiry=5.0, http1=True, http2=False, retries=0,
-            network_backend=GuardedBackend(policy))
+            network_backend=GuardedBackend(policy, resolver=resolver))
