@@ -182,7 +182,7 @@ def _graceful_server_class():
             # first let live connections flush their finals and close themselves (1001).
             state = self.config.app.state.livetrans
             if state.shutting_down or not state.live_connections:
-                state.shutting_down = True
+                state.stop_taking_work()  # the grace counts from the first signal
                 super().handle_exit(sig, frame)
                 return
             loop = asyncio.get_event_loop()

@@ -167,10 +167,12 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
             loader.join()
         await _open_rooms(state)
         yield
-        state.shutting_down = True
+        state.stop_taking_work()
         if state.worker is not None:
             await state.worker.shutdown(settings.shutdown_grace_s)
         state.speech.close()
+        # the live connections have ended their talks: their pushes deliver what is left
+        await state.push_flushes.wait(state.grace_left())
         await _close_rooms(state)
 
     replica = state.replica = settings.replica_id or f"{socket.gethostname()}:{settings.port}"

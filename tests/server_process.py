@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import IO
 
 import httpx
 
@@ -16,13 +17,15 @@ from eval.local_server import free_port
 
 @contextmanager
 def serve_process(*options: str, env: dict[str, str] | None = None,
-                  timeout: float = 180) -> Iterator[tuple[subprocess.Popen, int]]:
+                  timeout: float = 180, stderr: IO[bytes] | None = None,
+                  ) -> Iterator[tuple[subprocess.Popen, int]]:
     """``livetrans serve --port P OPTIONS...`` once its ``/health`` answers 200; killed
-    on the way out if still running."""
+    on the way out if still running. Its log goes to ``stderr`` (a file), else nowhere."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--log-level",
-         "warning", *options], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+         "warning", *options], stdout=subprocess.DEVNULL,
+        stderr=stderr if stderr is not None else subprocess.DEVNULL,
         env=env)
     try:
         deadline = time.monotonic() + timeout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from fastapi import Request
@@ -11,6 +12,7 @@ from app.api.http.auth import Auth
 from app.api.metrics import Metrics
 from app.engine.worker import EngineWorker
 from app.live.limits import LiveLimits, limits_of
+from app.live.outputs.flushes import PushFlushes
 from app.live.services import LiveMetrics, LiveServices
 from app.live.whip import WhipSessions
 from app.rooms.bus import RoomBus
@@ -36,7 +38,11 @@ class ServerState:
     load_error: str | None = None
     auth: Auth = field(default_factory=Auth)
     shutting_down: bool = False
+    # monotonic seconds when shutdown began: --shutdown-grace-s counts from there
+    shutdown_began: float | None = None
     live_connections: set = field(default_factory=set)
+    # ended talks' pushes still delivering (app.live.outputs.flushes): shutdown awaits them
+    push_flushes: PushFlushes = field(default_factory=PushFlushes)
     whip: WhipSessions = field(init=False)  # WHIP publishers (app.live.whip)
     # limits for /v1/live other than the settings' (tests); None: the settings' own
     live_limits: LiveLimits | None = None
@@ -80,7 +86,7 @@ class ServerState:
             detokenize=lambda ids: self.worker.engine.rt.detokenize(ids),
             ready=lambda: self.ready, shutting_down=lambda: self.shutting_down,
             unserved=self.unserved, bus=self.bus, recorder=self.recorder,
-            replica=self.replica,
+            replica=self.replica, flushes=self.push_flushes,
             metrics=LiveMetrics(
                 caption_seconds=metrics.caption_seconds.observe,
                 generation=lambda result: metrics.observe_generation(result, route="live"),
@@ -92,9 +98,22 @@ class ServerState:
 
     def begin_shutdown(self) -> None:
         """Stop taking work; live connections flush their finals, say 'done' and close."""
-        self.shutting_down = True
+        self.stop_taking_work()
         for conn in list(self.live_connections):
             conn.begin_shutdown()
+
+    def stop_taking_work(self) -> None:
+        """Shutdown began (the first call counts): no new work; the grace starts now."""
+        self.shutting_down = True
+        if self.shutdown_began is None:
+            self.shutdown_began = time.monotonic()
+
+    def grace_left(self) -> float:
+        """Seconds left of ``--shutdown-grace-s`` since shutdown began (all of it before)."""
+        grace = self.settings.shutdown_grace_s
+        if self.shutdown_began is None:
+            return grace
+        return max(0.0, self.shutdown_began + grace - time.monotonic())
 
     @property
     def ready(self) -> bool:

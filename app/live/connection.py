@@ -433,7 +433,8 @@ class LiveConnection:
         pushes = Pushes(specs, HostPolicy.from_entries(settings.output_allow_hosts),
                         DeliveryTimes.bounded(settings.output_timeout_s,
                                               settings.output_retry_s),
-                        on_event=self.services.metrics.output)
+                        on_event=self.services.metrics.output,
+                        flushes=self.services.flushes)
         self.talk.sinks.append(pushes)
         self.publisher.pushes = pushes
         return True

@@ -16,6 +16,7 @@ from typing import Any
 
 from app.engine.engine import GenerationResult
 from app.live.limits import LiveLimits
+from app.live.outputs.flushes import PushFlushes
 from app.rooms.bus import RoomBus
 from app.rooms.registry import RoomRegistry
 from app.rooms.talk import Talk
@@ -66,6 +67,8 @@ class LiveServices:
     recorder: TranscriptRecorder | None = None
     replica: str = "livetrans"
     metrics: LiveMetrics = field(default_factory=LiveMetrics)
+    # ended talks' pushes still delivering: the server's shutdown waits for them
+    flushes: PushFlushes = field(default_factory=PushFlushes)
 
     def talk(self, owner: object) -> Talk:
         """A speaker's talk in a room (``app.rooms.talk``), not yet open."""

@@ -17,7 +17,9 @@ allow, fails it at once.
 
 ``Pushes`` lives as long as the speaker's talk (``app.rooms.talk.Talk`` calls ``final``
 for every final caption and ``close`` when the talk ends); after ``close`` the workers
-deliver what is queued for at most ``flush_s``, then stop, and the client closes.
+deliver what is queued for at most ``flush_s``, then stop, and the client closes. That
+flush runs in the server's ``PushFlushes`` (``flushes``), which the server's shutdown
+awaits within its grace, so a rolling deploy does not cut a talk's last finals off.
 Deliveries are counted per output (the caption's ``stats``) and in the server's metrics
 (``on_event``).
 """
@@ -39,6 +41,7 @@ from app.live.frames import log_unexpected
 from app.live.outputs import webhook, youtube
 from app.live.outputs.allow import HostPolicy
 from app.live.outputs.config import OutputSpec
+from app.live.outputs.flushes import STOP_WAIT_S, PushFlushes
 from app.live.outputs.net import GuardedTransport, refused_address
 from app.live.outputs.resolve import Resolver
 from app.rooms.bus import TalkInfo
@@ -233,8 +236,9 @@ class Output:
         return "fail", f"HTTP {status}"
 
 
-# flushes of ended talks: held here, or asyncio could collect them before they finish
-_FLUSHING: set[asyncio.Task] = set()
+# flushes of pushes made without a server's ``PushFlushes`` (tests): held here, or asyncio
+# could collect them before they finish
+_UNTRACKED = PushFlushes()
 
 
 class Pushes:
@@ -242,9 +246,12 @@ class Pushes:
 
     def __init__(self, specs: list[OutputSpec], policy: HostPolicy,
                  times: DeliveryTimes | None = None, on_event: OnEvent = _ignore,
-                 resolver: Resolver | None = None) -> None:
-        """``resolver``: host names' lookups (default: the process's own)."""
+                 flushes: PushFlushes | None = None, resolver: Resolver | None = None,
+                 ) -> None:
+        """``flushes``: where ``close`` starts the flush (the server's, which its shutdown
+        awaits); ``resolver``: host names' lookups (default: the process's own)."""
         self.times = times if times is not None else DeliveryTimes()
+        self.flushes = flushes if flushes is not None else _UNTRACKED
         self.client = httpx.AsyncClient(
             transport=GuardedTransport(policy, max_connections=max(1, len(specs)),
                                        resolver=resolver),
@@ -274,30 +281,33 @@ class Pushes:
         """The deliveries of ``lang``'s outputs so far, for that language's captions."""
         return [o.stats() for o in self.outputs if o.spec.lang == lang]
 
+    def pending(self) -> int:
+        """Finals not delivered yet: queued, or under way."""
+        return sum(len(o.queue) + (1 if o.in_flight else 0) for o in self.outputs)
+
     def close(self) -> None:
-        """The talk ended: no more finals; what is queued gets ``flush_s`` at most."""
+        """The talk ended: no more finals; what is queued gets ``flush_s`` at most, in
+        the background (``flushes``)."""
         if self.closed:
             return
         self.closed = True
         for output in self.outputs:
             output.close()
-        try:
-            task = asyncio.get_running_loop().create_task(self.flush())
-        except RuntimeError:  # no loop any more: nothing can be delivered
-            return
-        _FLUSHING.add(task)
-        task.add_done_callback(_FLUSHING.discard)
+        self.flushes.start(self)
 
     async def flush(self) -> None:
-        """Wait for the workers (at most ``flush_s``), stop them, close the client."""
+        """Wait for the workers (at most ``flush_s``), stop them, close the client. A
+        cancel (the shutdown's grace is over) stops them the same way: what they had not
+        delivered counts as failed."""
         try:
             if self.workers:
-                _, pending = await asyncio.wait(self.workers, timeout=self.times.flush_s)
-                for task in pending:
-                    task.cancel()
-                if pending:
-                    await asyncio.wait(pending)
+                await asyncio.wait(self.workers, timeout=self.times.flush_s)
+        finally:
+            pending = [task for task in self.workers if not task.done()]
+            for task in pending:
+                task.cancel()
+            if pending:  # a cancelled worker ends at its next await
+                await asyncio.wait(pending, timeout=STOP_WAIT_S)
             for output in self.outputs:
                 output.abandon()
-        finally:
             await self.client.aclose()

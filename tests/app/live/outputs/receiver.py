@@ -3,8 +3,9 @@
 It runs on a thread of its own (``ThreadingHTTPServer``), so the server under test (in the
 test's event loop, or the in-process ``LiveServer``) talks to it over real sockets. It can
 be slow (``delay_s``), fail (``statuses``: answered in order, then ``status``), hang
-(``hang``: hold each request until ``release`` or ``close``), redirect, or answer with a
-huge body.
+(``hang``: hold each request until ``release`` or ``close``, then drop it), hold each
+request until the test opens its ``gate`` (then answer it as usual), redirect, or answer
+with a huge body.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class Receiver:
         self.delay_s = 0.0
         self.hang = False
         self.release = threading.Event()
+        self.gate = threading.Event()  # cleared: requests wait for it before answering
+        self.gate.set()
         self.redirect_to: str | None = None
         self.big_body = 0
         self.hits = 0  # requests begun (a hung one is counted before it is answered)
@@ -52,6 +55,7 @@ class Receiver:
                 if receiver.hang:
                     receiver.release.wait(60)
                     return
+                receiver.gate.wait(60)
                 if receiver.delay_s:
                     time.sleep(receiver.delay_s)
                 parts = urlsplit(self.path)
@@ -106,5 +110,6 @@ class Receiver:
 
     def close(self) -> None:
         self.release.set()
+        self.gate.set()
         self.server.shutdown()
         self.server.server_close()
