@@ -24,6 +24,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from app.api import chat, hls, live, models, transcripts, watch, whip
 from app.api import qr as qr_codes
+from app.api import viewer_tokens as room_viewer_tokens
 from app.api.errors import error_response, install_error_handlers
 from app.api.http.auth import Auth, invalid_api_key
 from app.api.http.body_limit import BodySizeLimit
@@ -126,6 +127,12 @@ async def _open_rooms(state: ServerState) -> None:
                                         on_restart=lambda task: metrics.task_restarts.labels(
                                             task).inc())
     await state.recorder.start()
+    # room viewer tokens live beside the transcripts: on the bus's Redis, else in --data-dir
+    from app.rooms.viewer_tokens import RoomViewerTokens, open_viewer_tokens
+
+    state.viewer_tokens = RoomViewerTokens(state.auth.api_keys, open_viewer_tokens(
+        settings.data_dir, state.bus.redis, getattr(state.bus, "prefix", "livetrans"),
+        replicated=is_sentinel(settings.room_bus or "")))
 
 
 async def _close_rooms(state: ServerState) -> None:
@@ -134,6 +141,8 @@ async def _close_rooms(state: ServerState) -> None:
     if state.recorder is not None:
         await state.recorder.close(grace)
     await state.bus.close(grace)
+    if state.viewer_tokens is not None:
+        await state.viewer_tokens.store.close()
 
 
 def create_app(settings: Settings | None = None, load_in_background: bool = True,
@@ -218,10 +227,12 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
     app.include_router(transcripts.router)  # ... and so does the transcript download
     app.include_router(qr_codes.router)  # ... and a room's QR codes; its printable page
     app.include_router(hls.router)  # ... and a room's HLS subtitle renditions
+    app.include_router(room_viewer_tokens.router)  # room viewer tokens (API key)
     app.include_router(whip.router)  # WHIP publishers (Bearer auth, as /v1 routes)
     labelled = label_routes([*hls.router.routes,
                              *app.router.routes, *chat.router.routes, *models.router.routes,
                              *live.router.routes, *watch.router.routes,
                              *transcripts.router.routes, *qr_codes.router.routes,
+                             *room_viewer_tokens.router.routes,
                              *whip.router.routes])
     return app

@@ -12,7 +12,8 @@ from, on any replica of the room bus, ``app.rooms.hls_source``.
 
 Access is a viewer's, as on ``/v1/live/watch`` and the transcript download, so the routes
 are open in the API-key middleware and check it here: anyone without API keys; with keys,
-an API key (``Authorization: Bearer``) or the talk's viewer token (``token=``).
+an API key (``Authorization: Bearer``), a room viewer token (``token=``; any talk of its
+room) or the talk's viewer token (``token=``).
 
 Refusals are OpenAI-shaped errors naming the field: 404 ``invalid_room`` (a malformed room
 name, or a room without a talk), ``unsupported_language``, ``lang_not_in_room`` (the talk is
@@ -31,9 +32,8 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request, Response
 
 from app.api.errors import APIError
-from app.api.http.auth import bearer_key
 from app.api.state import ServerState
-from app.api.viewer_routes import check_room_and_lang, no_viewer_access
+from app.api.viewer_routes import check_room_and_lang, no_viewer_access, room_access
 from app.live.frames import safe_echo
 from app.rooms.hls import (
     MAX_OFFSET_S,
@@ -111,12 +111,6 @@ def _offset(request: Request, offset: str | None) -> float:
                        code="invalid_offset") from None
 
 
-def _operator(request: Request) -> bool:
-    """A server without API keys, or a request with one: any talk of the room."""
-    keys = _state(request).auth.api_keys
-    return not keys or bearer_key(request.headers.get("authorization", "")) in keys
-
-
 def _lang_in_talk(record: TalkRecord, lang: str) -> None:
     if lang not in record.langs:
         langs = ", ".join(record.langs) or "no language"
@@ -124,11 +118,13 @@ def _lang_in_talk(record: TalkRecord, lang: str) -> None:
                        "not among them.", param="lang", code="lang_not_in_room")
 
 
-def _query(token: str | None, offset: str | None, offset_s: float) -> str:
+def _query(token: str | None, offset: str | None, offset_s: float,
+           room_token: str | None = None) -> str:
     """The query a segment URI carries: the playlist's token and offset, both checked
-    (the token admitted the request; the offset is a clean number)."""
+    (a talk token of its shape, or the room token that admitted the request; the offset
+    is a clean number)."""
     params = {}
-    if token and _TOKEN.fullmatch(token):
+    if token and (_TOKEN.fullmatch(token) or token == room_token):
         params["token"] = token
     if offset not in (None, ""):  # to the millisecond, as clean_offset keeps it
         params["offset"] = f"{offset_s + 0.0:.3f}".rstrip("0").rstrip(".")
@@ -151,7 +147,8 @@ async def playlist(
 ) -> Response:
     lang = check_room_and_lang(room, lang)
     offset_s = _offset(request, offset)
-    operator = _operator(request)
+    access = await room_access(request, room, token)
+    operator = access.any_talk  # an API key, no keys, or a room viewer token: any talk
     if not operator and not token:
         raise no_viewer_access("this room's subtitles")
     source = _source(request)
@@ -170,7 +167,7 @@ async def playlist(
                            code="invalid_room")
         _lang_in_talk(record, lang)
         view = TalkView(record, running == record.talk_id)
-        query = _query(token, offset, offset_s)
+        query = _query(token, offset, offset_s, access.room_token)
         body, ended = await source.playlist(
             view, lang, lambda i: f"{lang}/{record.talk_id}/{i}.vtt{query}")
     except HlsUnavailable as exc:
@@ -200,7 +197,8 @@ async def segment(
 ) -> Response:
     lang = check_room_and_lang(room, lang)
     offset_s = _offset(request, offset)
-    if not _operator(request) and not (
+    access = await room_access(request, room, token)
+    if not access.any_talk and not (
             _TALK_ID.fullmatch(talk)
             and _state(request).rooms.token_ok_for_talk(room, talk, token)):
         raise no_viewer_access("this room's subtitles")

@@ -2,21 +2,30 @@
 
     /v1/rooms/keynote-1/qr?lang=de[&token=VIEWER_TOKEN]
 
-answers an SVG QR code of the caption screen's link for that language of the room's
-current talk (``/watch?room=keynote-1&lang=de``, plus the talk's viewer token where the
-server has API keys), under the server's public URL (``app.rooms.audience_link``). The
-link itself is in the ``X-Livetrans-Link`` header, so a page can print it under the code.
+answers an SVG QR code of the caption screen's link for that language of the room
+(``/watch?room=keynote-1&lang=de``, plus a viewer token where the server has API keys),
+under the server's public URL (``app.rooms.audience_link``). The link itself is in the
+``X-Livetrans-Link`` header, so a page can print it under the code.
 
-Access is a viewer's, as for ``/v1/live/watch`` and the transcripts: open without API keys;
-with keys, an API key (``Authorization: Bearer``, the operator) or the current talk's
-viewer token (``token=``; one of an earlier talk gives 401). The route is open in the
-API-key middleware and checks that here. Without access the answer is 401 whether or not
-the room has a talk, so a room's existence is not told to whoever asks.
+A room's code exists before its first talk and, with a room viewer token, stays valid
+across its talks, so an organiser prints it ahead:
 
-Refusals use the viewer route's codes (``app.live.viewer``): 404 ``invalid_room`` for a
-malformed room name or a room without a talk now, 404 ``unsupported_language`` for an
-unknown language, 404 ``lang_not_in_room`` for a language the talk is not captioned in,
-401 ``invalid_token``, 503 ``room_bus_unavailable`` while the room bus cannot be asked.
+- without API keys the link carries no token; before a talk any language the server
+  serves is answered (no talk's languages are known yet), during a talk only the talk's;
+- with keys, ``token=`` a room viewer token (``POST /v1/rooms/{room}/viewer-tokens``;
+  ``app.api.viewer_tokens``) answers the link with that token, before or during a talk;
+- with keys, the current talk's own token, or an API key (``Authorization: Bearer``, the
+  operator) without a token, answers the link with the talk's token (valid for that talk
+  only), as before room tokens existed; an API key with a room token embeds that one.
+
+The route is open in the API-key middleware and checks access here. Without access the
+answer is 401 whether or not the room has a talk, so a room's existence is not told.
+
+Refusals use the viewer route's codes (``app.live.viewer``): 404 ``invalid_room`` (a
+malformed room name), 404 ``unsupported_language``, 404 ``lang_not_in_room`` (a running talk
+is not captioned in it), 404 ``lang_not_served`` (before a talk: the server does not serve
+it), 400 ``viewer_token_required`` (an API key, no token and no talk: issue a room token),
+401 ``invalid_token``, 503 ``room_bus_unavailable`` / ``viewer_tokens_unavailable``.
 
 ``GET /live/print?room=keynote-1[&langs=de,ja][&token=...]`` is the printable page of a
 room: one large code per language with its link (``app/static/print.html``); the operator
@@ -31,11 +40,23 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import FileResponse
 
 from app.api.errors import APIError
-from app.api.http.auth import bearer_key
 from app.api.state import ServerState
-from app.api.viewer_routes import check_room_and_lang, no_viewer_access
-from app.rooms.audience_link import BadBaseURL, current_talk, public_base, qr_svg, viewer_link
+from app.api.viewer_routes import (
+    RoomAccess,
+    check_room_and_lang,
+    no_viewer_access,
+    room_access,
+)
+from app.rooms.audience_link import (
+    BadBaseURL,
+    CurrentTalk,
+    current_talk,
+    public_base,
+    qr_svg,
+    viewer_link,
+)
 from app.rooms.bus import BusUnavailable
+from app.rooms.viewer_tokens import looks_like_room_token
 from app.translation.prompts import LANGUAGE_NAMES
 
 router = APIRouter()
@@ -57,14 +78,18 @@ async def room_qr(
     request: Request,
     room: str,
     lang: str = Query(..., description="the language of the caption screen"),
-    token: str | None = Query(None, description="the talk's viewer token (with API keys)"),
+    token: str | None = Query(None, description="a room viewer token, or the talk's (with "
+                              "API keys)"),
 ) -> Response:
     state: ServerState = request.app.state.livetrans
     lang = check_room_and_lang(room, lang)
     registry = state.rooms
-    keys = state.auth.api_keys
-    operator = not keys or bearer_key(request.headers.get("authorization", "")) in keys
-    if not operator and not token:
+    access = await room_access(request, room, token)
+    room_token_given = bool(state.auth.api_keys) and looks_like_room_token(token)
+    # no token at all, or a room token that does not admit (expired, revoked, another
+    # room's): the operator too, since the link would carry it
+    if (not access.any_talk and not token) or (room_token_given
+                                                and access.room_token is None):
         raise no_viewer_access("this room's QR code")
     try:
         talk = await current_talk(registry, state.bus, room)
@@ -72,33 +97,59 @@ async def room_qr(
         raise APIError(503, "The room bus cannot be reached now; retry shortly.",
                        code="room_bus_unavailable",
                        headers={"Retry-After": str(RETRY_AFTER_S)}) from None
-    if not operator and (talk is None
-                         or not registry.token_ok_for_talk(room, talk.talk_id, token)):
+    if not access.any_talk and (talk is None
+                                or not registry.token_ok_for_talk(room, talk.talk_id, token)):
         raise no_viewer_access("this room's QR code")
-    if talk is None:
-        raise APIError(404, f"Room '{room}' has no talk now: a QR code links to a running "
-                       "talk (with API keys, its viewer token exists only once it starts).",
-                       param="room", code="invalid_room")
-    if lang not in talk.langs:
-        raise APIError(404, f"Room '{room}' is captioned in {', '.join(talk.langs)}; lang "
-                       f"'{lang}' is not among them.", param="lang", code="lang_not_in_room")
+    _check_lang(state, room, lang, talk)
+    link_token = _link_token(state, room, talk, access)
     try:
         base = public_base(state.settings.public_url, str(request.base_url))
     except BadBaseURL:
         raise APIError(400, "The request's Host is no name a link can carry; set the "
                        "server's --public-url.", code="invalid_host") from None
-    link_token = registry.token(room, talk.talk_id) if registry.tokens_required else None
     link = viewer_link(base, room, lang, link_token)
     name = LANGUAGE_NAMES.get(lang, lang)
     body = qr_svg(link, title=f"Live captions of {room} in {name}")
-    return Response(content=body, media_type="image/svg+xml", headers={
-        "Cache-Control": "no-store",  # per talk, and may carry its token
+    headers = {
+        "Cache-Control": "no-store",  # may carry a token
         "X-Content-Type-Options": "nosniff",
         "Content-Security-Policy": "default-src 'none'",  # a drawing, nothing to run
         "X-Livetrans-Link": link,
-        "X-Livetrans-Talk": talk.talk_id,
         "Access-Control-Expose-Headers": "X-Livetrans-Link, X-Livetrans-Talk",
-    })
+    }
+    if talk is not None:
+        headers["X-Livetrans-Talk"] = talk.talk_id
+    return Response(content=body, media_type="image/svg+xml", headers=headers)
+
+
+def _check_lang(state: ServerState, room: str, lang: str, talk: CurrentTalk | None) -> None:
+    """A running talk's languages, else (a code printed ahead) the server's own."""
+    if talk is not None:
+        if lang not in talk.langs:
+            raise APIError(404, f"Room '{room}' is captioned in {', '.join(talk.langs)}; "
+                           f"lang '{lang}' is not among them.", param="lang",
+                           code="lang_not_in_room")
+        return
+    served = state.served_langs
+    if served is not None and lang not in served:
+        raise APIError(404, f"This server serves {', '.join(sorted(served))}; lang '{lang}' "
+                       "is not among them.", param="lang", code="lang_not_served")
+
+
+def _link_token(state: ServerState, room: str, talk: CurrentTalk | None,
+                access: RoomAccess) -> str | None:
+    """The token the link carries: none without API keys; the room token the request
+    showed (valid across talks); else the running talk's own."""
+    if not state.rooms.tokens_required:
+        return None
+    if access.room_token is not None:
+        return access.room_token
+    if talk is not None:
+        return state.rooms.token(room, talk.talk_id)
+    raise APIError(400, f"Room '{room}' has no talk now, so no talk token exists: issue a room "
+                   f"viewer token (POST /v1/rooms/{room}/viewer-tokens) and pass it as token= "
+                   "to get a code that can be printed ahead.", param="token",
+                   code="viewer_token_required")
 
 
 @router.get(PRINT_PATH, include_in_schema=False)

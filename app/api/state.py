@@ -20,6 +20,7 @@ from app.rooms.bus.local import LocalBus
 from app.rooms.registry import RoomRegistry
 from app.rooms.transcripts.recorder import TranscriptRecorder
 from app.rooms.transcripts.store import TranscriptStore
+from app.rooms.viewer_tokens import RoomViewerTokens
 from app.settings import Settings
 from app.speech.service import SpeechRecognition
 from app.translation.sessions import SessionStore
@@ -58,6 +59,8 @@ class ServerState:
     bus: RoomBus = field(default_factory=LocalBus)
     transcripts: TranscriptStore | None = None
     recorder: TranscriptRecorder | None = None
+    # room viewer tokens (printed QR codes); opened at start-up with the store
+    viewer_tokens: RoomViewerTokens | None = None
 
     def __post_init__(self) -> None:
         metrics = self.metrics
@@ -86,6 +89,7 @@ class ServerState:
             detokenize=lambda ids: self.worker.engine.rt.detokenize(ids),
             ready=lambda: self.ready, shutting_down=lambda: self.shutting_down,
             unserved=self.unserved, bus=self.bus, recorder=self.recorder,
+            room_tokens=self.viewer_tokens,
             replica=self.replica, flushes=self.push_flushes,
             metrics=LiveMetrics(
                 caption_seconds=metrics.caption_seconds.observe,

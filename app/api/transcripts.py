@@ -12,8 +12,10 @@ middleware and checks it here:
 
 - a server without API keys: anyone; ``talk=`` picks a talk, default the room's newest;
 - with keys, an API key (``Authorization: Bearer``, the operator): the same;
-- with keys, a viewer token (``token=``): it admits to one talk only, so the answer is the
-  room's newest talk the token is valid for (``talk=`` may narrow it). A viewer never holds
+- with keys, a room viewer token (``token=``, issued by the operator: ``app.api.viewer_tokens``):
+  any talk of its room, as with an API key;
+- with keys, a talk's viewer token (``token=``): it admits to one talk only, so the answer is
+  the room's newest talk the token is valid for (``talk=`` may narrow it). A viewer never holds
   an API key, and a token of a room's earlier talk does not open a later one (another
   tenant's talk in a room of the same name).
 
@@ -29,8 +31,8 @@ from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from app.api.errors import APIError
-from app.api.http.auth import bearer_key
 from app.api.state import ServerState
+from app.api.viewer_routes import room_access
 from app.live.frames import safe_echo
 from app.rooms.registry import ROOM_MAX_CHARS, valid_room
 from app.rooms.transcripts.formats import FORMATS, render
@@ -120,10 +122,9 @@ async def transcript(
     store: TranscriptStore | None = getattr(state, "transcripts", None)
     if store is None:  # not opened yet (start-up) or already closed
         raise _unavailable()
-    keys = state.auth.api_keys
-    # an API key (the operator), or a server without keys: any talk of the room
-    operator = not keys or bearer_key(request.headers.get("authorization", "")) in keys
-    record = await _pick_talk(state, store, room, talk, token, operator)
+    # an API key (the operator), a server without keys, or a room viewer token: any talk
+    access = await room_access(request, room, token)
+    record = await _pick_talk(state, store, room, talk, token, access.any_talk)
     if lang not in record.langs:
         langs = ", ".join(record.langs) or "no language"
         raise APIError(404, f"Talk {record.talk_id} of room '{room}' was captioned in {langs}; "

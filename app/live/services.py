@@ -21,6 +21,7 @@ from app.rooms.bus import RoomBus
 from app.rooms.registry import RoomRegistry
 from app.rooms.talk import Talk
 from app.rooms.transcripts.recorder import TranscriptRecorder
+from app.rooms.viewer_tokens import RoomViewerTokens
 from app.settings import Settings
 from app.speech.service import SpeechRecognition
 from app.translation.sessions import SessionStore
@@ -66,6 +67,8 @@ class LiveServices:
     bus: RoomBus | None = None
     recorder: TranscriptRecorder | None = None
     replica: str = "livetrans"
+    # room viewer tokens: a viewer's token may admit to every talk of its room
+    room_tokens: RoomViewerTokens | None = None
     metrics: LiveMetrics = field(default_factory=LiveMetrics)
     # ended talks' pushes still delivering: the server's shutdown waits for them
     flushes: PushFlushes = field(default_factory=PushFlushes)

@@ -18,8 +18,11 @@ nothing: their messages are read (to notice a disconnect) and ignored.
 
 Refusals are an ``error`` frame and a close code: 1008 (policy: bad room name, language or
 token, disallowed origin; retrying will not help) or 1013 (too many viewers; try later).
-With API keys a viewer needs the room's viewer token (``ready`` gives it to the speaker);
-an API key is not a viewer token, so viewers never hold a speaker's key.
+With API keys a viewer needs a viewer token: the talk's (``ready`` gives it to the speaker;
+it admits to that talk only) or a room viewer token the operator issued
+(``app.rooms.viewer_tokens``; it admits to every talk of its room until it expires or is
+revoked, so a viewer holding one may wait for a talk that has not started). An API key is
+not a viewer token, so viewers never hold a speaker's key.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from app.rooms.registry import (
     Viewer,
     valid_room,
 )
+from app.rooms.viewer_tokens import ViewerTokensUnavailable, looks_like_room_token
 from app.translation.prompts import UnsupportedLanguageError, check_language
 
 log = logging.getLogger("livetrans.watch")
@@ -108,6 +112,16 @@ async def watch(ws: WebSocket, services: LiveServices) -> None:
                             f"lang: unsupported language '{safe_echo(lang_param, 16)}'")
         return
     registry, bus = services.rooms, services.bus
+    room_admitted = False  # a room viewer token: any talk of the room, one to come too
+    if registry.tokens_required and looks_like_room_token(token):
+        try:
+            if services.room_tokens is None:
+                raise ViewerTokensUnavailable("not open")
+            room_admitted = await services.room_tokens.check(room, token) is not None
+        except ViewerTokensUnavailable:
+            await refuse_viewer(ws, CLOSE_TRY_AGAIN, "viewer_tokens_unavailable",
+                                "the viewer token store cannot be reached now; retry shortly")
+            return
     owner: TalkInfo | None = None
     if bus is not None and bus.shared and not _has_local_speaker(services, room):
         try:  # the talk may run on another replica: its finals so far come in first
@@ -123,10 +137,11 @@ async def watch(ws: WebSocket, services: LiveServices) -> None:
     talk_id = local.talk_id if local is not None and local.speaker is not None else None
     if talk_id is None and owner is not None:
         talk_id = owner.talk_id  # running elsewhere; its start is on its way
-    if not registry.token_ok_for_talk(room, talk_id, token):
+    if not room_admitted and not registry.token_ok_for_talk(room, talk_id, token):
         await refuse_viewer(ws, CLOSE_POLICY, "invalid_token",
-                            "this room's talk needs its viewer token (token=...), given to the "
-                            "speaker in 'ready'; a token admits to one talk only")
+                            "this room's talk needs a viewer token (token=...): the talk's, "
+                            "given to the speaker in 'ready' (it admits to one talk only), or "
+                            "a room viewer token the operator issued (unexpired, not revoked)")
         return
     limits = services.limits
     try:
@@ -134,7 +149,7 @@ async def watch(ws: WebSocket, services: LiveServices) -> None:
             room, lang, max_viewers=limits.max_viewers,
             max_per_room=limits.max_viewers_per_room,
             queue_frames=limits.viewer_queue_frames, max_finals=limits.viewer_max_finals,
-            talk_id=talk_id if registry.tokens_required else None)
+            talk_id=talk_id if registry.tokens_required and not room_admitted else None)
     except TooManyViewersError as exc:
         registry.forget_if_empty(room)
         await refuse_viewer(ws, CLOSE_TRY_AGAIN, "too_many_viewers", str(exc))

@@ -1,4 +1,4 @@
-"""Audience links: the viewer link of one language of a room's talk, and its QR code.
+"""Audience links: the viewer link of one language of a room, and its QR code.
 
 The audience reaches the caption screen (``/watch?room=R&lang=de[&token=T]``) by a link
 or, in the hall, by a QR code on a screen or a poster (``GET /v1/rooms/{room}/qr``, the
@@ -72,8 +72,8 @@ def public_base(configured: str | None, request_base: str) -> str:
 
 
 def viewer_link(base: str, room: str, lang: str, token: str | None = None) -> str:
-    """The caption screen of ``lang`` in ``room`` under ``base`` (with the talk's viewer
-    token where the server has keys)."""
+    """The caption screen of ``lang`` in ``room`` under ``base`` (with a viewer token where
+    the server has keys: a room viewer token, valid across the room's talks, or a talk's)."""
     query = {"room": room, "lang": lang}
     if token:
         query["token"] = token

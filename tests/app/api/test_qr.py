@@ -7,8 +7,11 @@ Then with real clients: the route's own SVG rendered by Chromium and decoded by 
 to the viewer link; and a keyed server with a model, where the operator page (/live)
 starts a talk in a room, shows each language's code large, links the printable page, and
 every code on both pages decodes to the caption screen's link with the talk's viewer
-token, which then admits a viewer. Debian's ``chromium`` driven by Playwright, like
-test_watch_page.py; the browser tests are skipped without them.
+token, which then admits a viewer; and the printable page before any talk, with a room
+viewer token the operator issued, whose codes' link admits a viewer who waits for the talk
+and then sees its captions (room tokens themselves: test_viewer_tokens.py). Debian's
+``chromium`` driven by Playwright, like test_watch_page.py; the browser tests are skipped
+without them.
 """
 
 from __future__ import annotations
@@ -114,9 +117,10 @@ def test_unknown_rooms_and_languages_are_404_with_the_viewer_routes_codes() -> N
     client = _client()
     _talk(client)
     _rooms(client).join("waiting-room", "de", max_viewers=10, max_per_room=10)
-    for room in ("no-such-room", "waiting-room"):  # a room without a talk now
-        assert "no talk" in _error(_qr(client, room=room, lang="de"), 404, "invalid_room",
-                                   "room")
+    for room in ("no-such-room", "waiting-room"):  # a room without a talk now: printed ahead
+        r = _qr(client, room=room, lang="fr")
+        assert r.status_code == 200 and "x-livetrans-talk" not in r.headers
+        assert r.headers["x-livetrans-link"] == f"{LOOPBACK}/watch?room={room}&lang=fr"
     message = _error(_qr(client, room="-bad" + "x" * 100, lang="de"), 404, "invalid_room",
                      "room")
     assert len(message) < 300
@@ -175,9 +179,10 @@ def test_with_keys_anything_but_the_current_talks_token_is_401() -> None:
     # without access, a room without a talk is 401 too: its existence is not told
     _error(_qr(client, room="no-such-room", lang="de", token=old_token), 401, "invalid_token")
     _error(_qr(client, room="no-such-room", lang="de"), 401, "invalid_token")
-    # the operator learns that it has none
+    # the operator learns that it has none, and how to get a code printed ahead
     _error(_qr(client, room="no-such-room", lang="de",
-               headers={"Authorization": f"Bearer {KEY}"}), 404, "invalid_room")
+               headers={"Authorization": f"Bearer {KEY}"}), 400, "viewer_token_required",
+           "token")
     # a token of one room opens no other
     _talk(client, "other-room")
     _error(_qr(client, room="other-room", lang="de", token=rooms.token(ROOM, new.talk_id)),
@@ -292,4 +297,64 @@ def test_the_operator_page_shows_codes_to_project_and_a_printable_page(
     viewer.goto(expected["ja"])
     viewer.wait_for_selector('body[data-state="live"]', timeout=WAIT_MS)
     page.click("#stop")
+    context.close()
+
+
+@needs_chromium
+def test_codes_printed_before_the_first_talk_admit_to_the_talks_that_follow(
+        keyed_server, chromium) -> None:
+    """The organiser's story: a room token issued and its page printed days ahead; on the
+    day, a phone scans the poster before the talk, waits, and reads the captions."""
+    import httpx
+    from websockets.sync.client import connect
+
+    room = "printed-ahead"
+    r = httpx.post(f"{keyed_server.url}/v1/rooms/{room}/viewer-tokens",
+                   json={"expires_in": 3600, "langs": ["de", "ja"]},
+                   headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+    assert r.status_code == 201, r.text
+    issued = r.json()
+    token = issued["token"]
+    expected = {lang: f"{keyed_server.url}/watch?room={room}&lang={lang}&token={token}"
+                for lang in ("de", "ja")}
+    assert issued["links"] == expected
+    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    printable = context.new_page()
+    printable.goto(issued["print_url"] + "&langs=de,ja")
+    printable.wait_for_selector('body[data-state="ready"]', timeout=WAIT_MS)
+    assert printable.text_content("#errors").strip() == ""
+    printable.emulate_media(media="print")
+    assert sorted(decode_qr(printable.screenshot(full_page=True))) == sorted(expected.values())
+    for lang, link in expected.items():
+        assert printable.text_content(f'figure[data-lang="{lang}"] .qr-link') == link
+
+    # a phone scans the poster before the talk: it waits for it
+    viewer = context.new_page()
+    viewer.goto(expected["de"])
+    viewer.wait_for_selector('body[data-state="live"]', timeout=WAIT_MS)
+    ws_url = keyed_server.url.replace("http://", "ws://") + "/v1/live"
+    with connect(ws_url, additional_headers={"Authorization": f"Bearer {KEY}"},
+                 open_timeout=60) as speaker:
+        speaker.send(json.dumps({"type": "start", "target_langs": ["de"], "room": room}))
+        assert json.loads(speaker.recv(timeout=60))["type"] == "ready"
+        speaker.send(json.dumps({"type": "final", "segment": 0, "text": "Good morning."}))
+        speaker.send(json.dumps({"type": "stop"}))
+        final = None
+        while True:
+            msg = json.loads(speaker.recv(timeout=WAIT_MS / 1000))
+            if msg["type"] == "caption" and msg["final"]:
+                final = msg
+            if msg["type"] == "done":
+                break
+    assert final is not None
+    viewer.wait_for_selector('#finals [data-final="1"]', timeout=WAIT_MS)
+    assert viewer.text_content('#finals [data-final="1"]') == final["display_text"]
+
+    # revoked: the printed code no longer opens the room
+    r = httpx.delete(f"{keyed_server.url}/v1/rooms/{room}/viewer-tokens/{issued['id']}",
+                     headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+    assert r.status_code == 200, r.text
+    late = context.new_page()
+    late.goto(expected["ja"])
+    late.wait_for_selector('body[data-state="refused"]', timeout=WAIT_MS)
     context.close()
