@@ -5,6 +5,7 @@ their sound straight into a room (API.md, "Where events happen").
     Content-Type: application/sdp          (the offer; Bearer auth as for /v1)
     -> 201 Created, the SDP answer, Location: /v1/rooms/keynote-1/whip/<id>
     DELETE <Location>                       -> 200: the talk ends as 'stop' ends it
+                                               (only with the key that published it)
 
 The session is the live subsystem's (``app.live.whip``); this route checks the request,
 composes the speaker's ``start`` from the query (as data: JSON, validated by the live
@@ -22,7 +23,8 @@ from app.api.http.auth import bearer_key
 from app.api.state import ServerState
 from app.live.connection import serve
 from app.live.messages import MAX_TARGET_LANGS
-from app.live.whip import PCM_RATE, OfferError, SessionRefused, check_offer
+from app.live.whip import PCM_RATE, IceOptions, OfferError, SessionRefused, check_offer
+from app.port_range import PortRange
 from app.rooms.registry import valid_room
 
 router = APIRouter()
@@ -31,7 +33,7 @@ RETRY_AFTER_S = 5
 # refusals of the live connection as HTTP statuses (anything else is the caller's: 400)
 STATUS_OF = {"room_taken": 409, "too_many_connections": 429, "busy": 503,
              "server_busy": 503, "not_ready": 503, "speech_unavailable": 503,
-             "room_bus_unavailable": 503, "closed": 503}
+             "room_bus_unavailable": 503, "closed": 503, "no_udp_port": 503}
 
 
 def _whip_available() -> bool:
@@ -40,6 +42,19 @@ def _whip_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def _owner(request: Request, state: ServerState) -> str | None:
+    """The owner of the request's API key (None when the server has no keys): a session
+    is its publisher's, so another tenant's key cannot end it."""
+    key = bearer_key(request.headers.get("authorization", ""))
+    return state.auth.owner(key) if state.auth.api_keys else None
+
+
+def _ice_options(state: ServerState) -> IceOptions:
+    settings = state.settings
+    ports = PortRange.parse(settings.whip_udp_ports) if settings.whip_udp_ports else None
+    return IceOptions(tuple(settings.whip_ice_servers), ports, settings.whip_public_ip)
 
 
 @router.post("/v1/rooms/{room}/whip", status_code=201)
@@ -70,13 +85,12 @@ async def publish(room: str, request: Request) -> Response:
     start = {"type": "start", "input": "audio", "sample_rate": PCM_RATE, "room": room,
              "target_langs": langs,
              "source_lang": request.query_params.get("source_lang", "en")}
-    key = bearer_key(request.headers.get("authorization", ""))
-    owner = state.auth.owner(key) if state.auth.api_keys else None
+    owner = _owner(request, state)
     services = state.live_services()
     try:
         session, answer = await state.whip.open(
             room, sdp, start, lambda socket: serve(socket, services, owner),
-            state.settings.whip_ice_servers)
+            _ice_options(state), owner)
     except OfferError as exc:
         raise APIError(400, exc.message, param="sdp", code=exc.code) from None
     except SessionRefused as exc:
@@ -93,7 +107,7 @@ async def publish(room: str, request: Request) -> Response:
 @router.delete("/v1/rooms/{room}/whip/{resource}")
 async def unpublish(room: str, resource: str, request: Request) -> Response:
     state: ServerState = request.app.state.livetrans
-    session = state.whip.get(room, resource)
+    session = state.whip.get(room, resource, _owner(request, state))
     if session is None:
         raise APIError(404, "no WHIP session at this address (it ended, or never began)",
                        code="whip_session_not_found")

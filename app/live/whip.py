@@ -11,10 +11,16 @@ way. The frames the server sends back (``ready``, captions, errors, ``done``) ar
 for the session's state: the route answers the POST once ``ready`` (201) or a refusal
 (its error, as HTTP) arrives.
 
-ICE uses the host's own addresses; STUN or TURN servers only when the operator names them
-(``serve --whip-ice-server``). The session ends with ``DELETE`` on its resource, when the
-peer connection fails or closes, or when the track ends: each of these stops the talk as
-``stop`` does (the segment in progress becomes a final).
+What aiortc sees of the offer, and the answer's shape, are ``app.live.whip_sdp``'s: only
+the sound is answered, every other section is declined in place (so OBS's AV1 or HEVC
+video costs nothing and refuses nothing). ICE uses the host's own addresses; STUN or TURN
+servers only when the operator names them (``serve --whip-ice-server``); in a container,
+``--whip-udp-ports`` bounds its sockets to the published range (``app.live.whip_ice``) and
+``--whip-public-ip`` is the address the answer gives. The session ends with ``DELETE`` on
+its resource (by the API key that published it), when the peer connection fails or
+closes, or when the track ends: each of these stops the talk as ``stop`` does (the segment
+in progress becomes a final). A talk that does not get ready in time is cancelled, so it
+cannot claim the room after its publisher was told 503.
 """
 
 from __future__ import annotations
@@ -27,6 +33,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.live.whip_sdp import (
+    AUDIO_CODECS,
+    advertise_address,
+    assemble_answer,
+    audio_sections,
+    host_candidate_ports,
+    prepare_offer,
+)
+from app.port_range import PortRange
+
 log = logging.getLogger("livetrans.whip")
 
 MAX_OFFER_BYTES = 32_768  # an SDP offer is a few kilobytes
@@ -35,8 +51,8 @@ FRAME_S = 0.2  # PCM per frame handed to the live connection
 QUEUE_FRAMES = 50  # frames waiting for the live connection (10 s); more are dropped
 READY_WAIT_S = 60.0  # the speech model may load on the first audio speaker
 STOP_WAIT_S = 120.0  # DELETE waits this long for the last final to be answered
-# the codecs aiortc decodes (RFC 7587 Opus, and G.711 which some encoders send)
-AUDIO_CODECS = ("opus", "pcmu", "pcma")
+CANCEL_WAIT_S = 30.0  # a refused talk's cleanup (room release) gets this long
+CANCEL_AGAIN_S = 0.2  # a refused talk still running this long is cancelled again
 
 
 class OfferError(ValueError):
@@ -61,36 +77,24 @@ def check_offer(body: bytes) -> str:
     if not sdp.startswith("v=0"):
         raise OfferError("invalid_offer", "the body is no SDP offer (it must start with "
                          "'v=0')")
-    audio = _audio_sections(sdp)
+    audio = audio_sections(sdp)
     if not audio:
         raise OfferError("offer_without_audio", "the offer has no audio (m=audio); publish "
                          "a stream with sound")
-    if not any(_codecs(section) & set(AUDIO_CODECS) for section in audio):
+    if not any(section.usable() for section in audio):
         raise OfferError("unsupported_codec", "the offer's audio has no codec this server "
                          f"decodes ({', '.join(AUDIO_CODECS)}); send Opus")
     return sdp
 
 
-def _audio_sections(sdp: str) -> list[list[str]]:
-    sections: list[list[str]] = []
-    current: list[str] | None = None
-    for line in sdp.splitlines():
-        if line.startswith("m="):
-            current = [line] if line.startswith("m=audio") else None
-            if current is not None:
-                sections.append(current)
-        elif current is not None:
-            current.append(line)
-    return sections
+@dataclass(frozen=True)
+class IceOptions:
+    """How WHIP sessions reach publishers: ``serve --whip-ice-server``,
+    ``--whip-udp-ports``, ``--whip-public-ip``."""
 
-
-def _codecs(section: list[str]) -> set[str]:
-    names = set()
-    for line in section:
-        if line.startswith("a=rtpmap:"):
-            _, _, rest = line.partition(" ")
-            names.add(rest.split("/", 1)[0].strip().lower())
-    return names
+    servers: tuple[str, ...] = ()
+    ports: PortRange | None = None
+    public_ip: str | None = None
 
 
 @dataclass
@@ -112,6 +116,7 @@ class WhipSocket:
         self.incoming: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.audio_frames = 0  # audio frames waiting in ``incoming``
         self.dropped_s = 0.0  # audio dropped because the connection did not keep up
+        self.received_s = 0.0  # audio the publisher's track delivered, dropped or not
         self.ready = asyncio.Event()  # 'ready' or a refusal arrived
         self.refusal: Refusal | None = None
         self.info: dict[str, Any] = {}  # the 'ready' frame
@@ -158,8 +163,9 @@ class WhipSocket:
         connection has ``QUEUE_FRAMES`` waiting, so a stalled talk holds bounded memory."""
         if self._stopped:
             return
+        seconds = len(pcm) / 2 / PCM_RATE
+        self.received_s += seconds
         if self.audio_frames >= QUEUE_FRAMES:
-            seconds = len(pcm) / 2 / PCM_RATE
             self.dropped_s += seconds
             if self.on_dropped is not None:
                 self.on_dropped(seconds)
@@ -178,9 +184,11 @@ class WhipSocket:
 class WhipSession:
     """One publisher: its peer connection, its socket and the live connection's task."""
 
-    def __init__(self, room: str, socket: WhipSocket, pc: Any) -> None:
+    def __init__(self, room: str, socket: WhipSocket, pc: Any,
+                 owner: str | None = None) -> None:
         self.id = secrets.token_urlsafe(16)
         self.room = room
+        self.owner = owner  # the publishing API key's owner id: only it may DELETE
         self.socket = socket
         self.pc = pc
         self.task: asyncio.Task | None = None  # the live connection (``serve``)
@@ -244,28 +252,34 @@ class WhipSessions:
     """The server's WHIP sessions by resource id (each one a speaker, so already bounded
     by ``--max-live-sessions``)."""
 
-    def __init__(self, on_dropped: Callable[[float], None] | None = None) -> None:
+    def __init__(self, on_dropped: Callable[[float], None] | None = None,
+                 ready_wait_s: float = READY_WAIT_S) -> None:
         self.sessions: dict[str, WhipSession] = {}
         # audio a publisher sent faster than its talk took it in (seconds; /metrics)
         self.on_dropped = on_dropped
+        self.ready_wait_s = ready_wait_s
 
     async def open(self, room: str, sdp: str, start: dict[str, Any],
                    serve: Callable[[WhipSocket], Awaitable[None]],
-                   ice_servers: list[str]) -> tuple[WhipSession, str]:
-        """Answer ``sdp`` and start the talk: (session, SDP answer), or ``Refusal`` raised
-        as ``SessionRefused`` when the live connection refused ``start``."""
+                   ice: IceOptions = IceOptions(),
+                   owner: str | None = None) -> tuple[WhipSession, str]:
+        """Answer ``sdp`` and start the talk: (session, SDP answer); ``OfferError`` for an
+        offer aiortc cannot answer; ``SessionRefused`` when the live connection refused
+        ``start``, did not get ready in time (its talk cancelled), or no UDP port of
+        ``ice.ports`` was free."""
         from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 
+        offer = prepare_offer(sdp)
         socket = WhipSocket(start, self.on_dropped)
-        config = RTCConfiguration(iceServers=[RTCIceServer(urls=u) for u in ice_servers])
+        config = RTCConfiguration(iceServers=[RTCIceServer(urls=u) for u in ice.servers])
         pc = RTCPeerConnection(configuration=config)
-        session = WhipSession(room, socket, pc)
+        session = WhipSession(room, socket, pc, owner)
 
         @pc.on("track")
         def on_track(track: Any) -> None:
             if track.kind == "audio" and session.pump is None:
                 session.pump = asyncio.ensure_future(pump_audio(track, socket))
-            else:  # OBS sends its video too: declined below; whatever still comes, dropped
+            else:  # a second audio section: read and dropped
                 session.drains.append(asyncio.ensure_future(discard(track)))
 
         @pc.on("connectionstatechange")
@@ -274,40 +288,73 @@ class WhipSessions:
                 socket.push_stop()
 
         try:
-            await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
-            for transceiver in pc.getTransceivers():
-                if transceiver.kind != "audio":
-                    transceiver.direction = "inactive"  # captions need the sound only
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type="offer"))
+            if ice.ports is not None:
+                from app.live.whip_ice import bind_within
+
+                bind_within(pc, ice.ports)
             await pc.setLocalDescription(await pc.createAnswer())
         except Exception as exc:  # noqa: BLE001 - aiortc's parse errors vary in type
             await pc.close()
             raise OfferError("invalid_offer", "the SDP offer could not be answered "
                              f"({type(exc).__name__})") from None
+        answer = assemble_answer(pc.localDescription.sdp, offer)
+        if ice.ports is not None and not host_candidate_ports(answer):
+            await pc.close()
+            raise SessionRefused(Refusal("no_udp_port", "every UDP port for WebRTC is in "
+                                         "use; retry later"))
+        if ice.public_ip:
+            answer = advertise_address(answer, ice.public_ip)
         session.task = asyncio.ensure_future(serve(socket))
         try:
-            await asyncio.wait_for(socket.ready.wait(), READY_WAIT_S)
+            await asyncio.wait_for(socket.ready.wait(), self.ready_wait_s)
         except TimeoutError:
             socket.refusal = Refusal("not_ready", "the talk did not start in time; retry")
         if socket.refusal is not None:
             session.socket.push_stop()
+            await cancel_talk(session.task)
+            session.cancel_tasks()
             await pc.close()
             raise SessionRefused(socket.refusal)
         self.sessions[session.id] = session
         session.task.add_done_callback(lambda _t: self._ended(session))
-        return session, pc.localDescription.sdp
+        return session, answer
 
     def _ended(self, session: WhipSession) -> None:
         self.sessions.pop(session.id, None)
         session.cancel_tasks()
         asyncio.ensure_future(session.pc.close())
 
-    def get(self, room: str, resource: str) -> WhipSession | None:
+    def get(self, room: str, resource: str, owner: str | None = None) -> WhipSession | None:
+        """The session at this address, published by ``owner`` (None: the server has no
+        API keys); another key's session is not found, as if it did not exist."""
         session = self.sessions.get(resource)
-        return session if session is not None and session.room == room else None
+        if session is None or session.room != room or session.owner != owner:
+            return None
+        return session
 
     async def close(self, session: WhipSession) -> None:
         self.sessions.pop(session.id, None)
         await session.stop()
+
+
+async def cancel_talk(task: asyncio.Task, patience_s: float = CANCEL_WAIT_S) -> bool:
+    """Cancel a refused talk and wait until it has ended (its cleanup frees the room),
+    cancelling again should a cancel be lost (``app.supervision``'s module doc); whether
+    it ended within ``patience_s`` (else logged and left)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + patience_s
+    while not task.done():
+        left = deadline - loop.time()
+        if left <= 0:
+            log.error("a refused WHIP talk did not end within %.0f s of being cancelled",
+                      patience_s)
+            return False
+        task.cancel()
+        await asyncio.wait({task}, timeout=min(CANCEL_AGAIN_S, left))
+    if not task.cancelled():
+        task.exception()  # retrieved: the talk's own error frame said what went wrong
+    return True
 
 
 class SessionRefused(RuntimeError):

@@ -17,6 +17,7 @@ import websockets
 
 from tests.conftest import LiveServer
 from tests.speech import SENTENCES, needs_espeak, talk, wer
+from tests.whip_offers import Transport, m_lines, obs_offer, without_section
 
 aiortc = pytest.importorskip("aiortc", reason="aiortc (livetrans[speech]) is not installed")
 WAIT_S = 300  # a bound against hanging, never a latency
@@ -160,8 +161,8 @@ def test_a_second_publisher_for_a_room_with_a_speaker_is_a_conflict(live_server)
     assert response.json()["error"]["code"] == "room_taken"
 
 
-def test_with_api_keys_a_publisher_needs_one() -> None:
-    with LiveServer(api_keys=["whip-key"]) as server:
+def test_with_api_keys_a_publisher_needs_one_and_only_it_ends_its_session() -> None:
+    with LiveServer(api_keys=["whip-key", "other-tenant"]) as server:
         offer = _audio_offer()
         refused = _post(server, "keyed", offer)
         assert refused.status_code == 401
@@ -169,9 +170,92 @@ def test_with_api_keys_a_publisher_needs_one() -> None:
         admitted = _post(server, "keyed", offer, headers={"Authorization": "Bearer whip-key"})
         assert admitted.status_code == 201, admitted.text
         location = admitted.headers["location"]
+        other = httpx.delete(server.url + location, timeout=WAIT_S,
+                             headers={"Authorization": "Bearer other-tenant"})
+        assert other.status_code == 404  # as if there were none: nothing to learn
+        assert other.json()["error"]["code"] == "whip_session_not_found"
         ended = httpx.delete(server.url + location, timeout=WAIT_S,
                              headers={"Authorization": "Bearer whip-key"})
         assert ended.status_code == 200
+
+
+@pytest.mark.parametrize("video", ["h264", "av1", "hevc"])
+def test_an_offer_as_obs_writes_it_is_answered_for_the_sound_with_the_video_declined(
+        live_server, video: str) -> None:
+    room = f"obs-{video}-" + uuid.uuid4().hex[:8]
+    answer = _post(live_server, room, obs_offer(video))
+    assert answer.status_code == 201, answer.text
+    # the offer's sections in the offer's order; the video rejected (port 0), unbundled
+    assert m_lines(answer.text)[0].startswith("m=audio ")
+    assert m_lines(answer.text)[1] == "m=video 0 UDP/TLS/RTP/SAVPF 96"
+    assert "a=group:BUNDLE 0\r\n" in answer.text and "a=rtpmap:111 opus/48000/2" in answer.text
+    ended = httpx.delete(live_server.url + answer.headers["location"], timeout=WAIT_S)
+    assert ended.status_code == 200
+
+
+def test_a_publisher_with_obs_shaped_offer_connects_and_its_sound_arrives(
+        live_server) -> None:
+    """A real aiortc peer publishes with its own ICE and DTLS in OBS's layout (session-level
+    attributes, ``group:LS``, audio first) and AV1 video beside the sound; it takes the
+    answer without the declined video, as OBS drops a rejected track."""
+    from aiortc import RTCPeerConnection, RTCSessionDescription
+    from aiortc.contrib.media import MediaPlayer
+
+    room = "obs-real-" + uuid.uuid4().hex[:8]
+
+    async def main() -> tuple[str, int, float]:
+        pc = RTCPeerConnection()
+        player = MediaPlayer("anullsrc=r=48000:cl=mono", format="lavfi")
+        pc.addTrack(player.audio)
+        await pc.setLocalDescription(await pc.createOffer())
+        offer = obs_offer("av1", Transport.of(pc.localDescription.sdp))
+        connected = asyncio.Event()
+
+        @pc.on("connectionstatechange")
+        def on_state() -> None:
+            if pc.connectionState == "connected":
+                connected.set()
+
+        async with httpx.AsyncClient(timeout=WAIT_S) as client:
+            r = await client.post(_whip_url(live_server, room), content=offer,
+                                  headers={"Content-Type": "application/sdp"})
+            assert r.status_code == 201, r.text
+            answer = without_section(r.text, "1")
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+            await asyncio.wait_for(connected.wait(), WAIT_S)
+            session = next(s for s in live_server.state.whip.sessions.values()
+                           if s.room == room)
+            async with asyncio.timeout(WAIT_S):
+                while session.socket.received_s <= 0:
+                    await asyncio.sleep(0.1)
+            received = session.socket.received_s
+            state = pc.connectionState
+            deleted = await client.delete(live_server.url + r.headers["location"])
+        await pc.close()
+        player.audio.stop()
+        return state, deleted.status_code, received
+
+    state, deleted, received = asyncio.run(main())
+    assert state == "connected" and deleted == 200 and received > 0
+
+
+def test_a_talk_not_ready_in_time_is_refused_and_leaves_the_room_free() -> None:
+    with LiveServer() as server:
+        server.state.whip.ready_wait_s = 0  # the speech model is "still loading"
+        room = "slow-" + uuid.uuid4().hex[:8]
+        refused = _post(server, room, obs_offer("h264"))
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["error"]["code"] == "not_ready"
+        assert refused.headers["retry-after"]
+        url = server.url.replace("http://", "ws://") + "/v1/live"
+
+        async def speak() -> dict:
+            async with websockets.connect(url) as ws:
+                await ws.send(json.dumps({"type": "start", "target_lang": "de",
+                                          "room": room}))
+                return json.loads(await ws.recv())
+
+        assert asyncio.run(speak())["type"] == "ready"  # the refused talk holds nothing
 
 
 def test_an_offer_with_video_as_obs_sends_it_is_answered_for_the_sound_only(
