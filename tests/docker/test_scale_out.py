@@ -1,10 +1,11 @@
 """Two replicas behind nginx (Debian package) on loopback, with ``docker/nginx.conf``'s
 affinity rule: every update of a session lands on one replica, whether the client names the
 session in the ``X-Session-ID`` header or in the JSON body's ``session_id``, and a replica's
-death costs only draft reuse, not correctness.
+death costs only draft reuse, not correctness. A WHIP publisher's offer and its ``DELETE``
+reach the same replica (routed on the room), as compose runs them.
 
-The routing rule itself is checked against two stub upstreams (fast, no model); the end to
-end test runs two real replicas."""
+The routing rules themselves are checked against two stub upstreams (fast, no model); the
+end to end tests run two real replicas."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ import httpx
 import pytest
 
 from tests.conftest import free_port
+from tests.redis_server import redis_server
+from tests.whip_offers import Transport, obs_offer, without_section
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 REPO = Path(__file__).resolve().parents[2]
@@ -75,7 +78,7 @@ class _Stub(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    do_GET = do_POST
+    do_GET = do_DELETE = do_POST
 
     def log_message(self, *args) -> None:
         pass
@@ -201,3 +204,103 @@ def test_sessions_stick_to_one_replica_and_survive_its_death(tmp_path) -> None:
             if proc.poll() is None:
                 proc.terminate()
                 proc.wait(30)
+
+
+@pytest.mark.skipif(NGINX is None, reason="Debian package 'nginx' is not installed")
+def test_gateway_routes_a_whip_offer_and_its_delete_by_room(tmp_path) -> None:
+    with _gateway(tmp_path) as gw, httpx.Client(base_url=gw, timeout=10) as client:
+        where = {}
+        for i in range(24):
+            room = f"stage-{i}"
+            r = client.post(f"/v1/rooms/{room}/whip?target_langs=de", content="v=0\r\n",
+                            headers={"content-type": "application/sdp"})
+            assert r.status_code == 200
+            where[room] = r.json()["replica"]
+            for resource in ("Xy_z-0", "other"):
+                deleted = client.delete(f"/v1/rooms/{room}/whip/{resource}")
+                assert deleted.json()["replica"] == where[room], room
+        assert len(set(where.values())) == 2  # rooms spread over both replicas
+        # the rest of /v1/rooms/ needs no affinity: it still goes to either replica
+        seen = {client.get("/v1/rooms/stage-0/transcript").json()["replica"]
+                for _ in range(6)}
+        assert len(seen) == 2
+
+
+def _replica(port: int, redis_url: str, udp: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--replica-id",
+         f"r{port}", "--log-level", "warning", "--room-bus", redis_url,
+         "--whip-udp-ports", udp],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@pytest.mark.skipif(NGINX is None, reason="Debian package 'nginx' is not installed")
+def test_a_whip_publisher_and_its_delete_through_the_gateway_to_two_replicas(
+        tmp_path) -> None:
+    """compose's stack on loopback: Redis, two replicas each with its own UDP range, nginx
+    with the shipped config; an aiortc publisher (with its own offer, or in OBS's layout
+    with AV1 video) connects through it and ends with DELETE."""
+    pytest.importorskip("aiortc", reason="aiortc (livetrans[speech]) is not installed")
+    import asyncio
+
+    from aiortc import RTCPeerConnection, RTCSessionDescription
+
+    from app.live.whip_sdp import host_candidate_ports
+
+    ranges = {free_port(): "50000-50019", free_port(): "50020-50039"}
+    with redis_server(tmp_path / "redis") as redis:
+        replicas = {p: _replica(p, redis.url, udp) for p, udp in ranges.items()}
+        gw_port = free_port()
+        nginx = None
+        try:
+            for p, proc in replicas.items():
+                _wait_healthy(f"http://127.0.0.1:{p}/health", proc)
+            conf = _nginx_conf(tmp_path, gw_port, list(ranges))
+            nginx = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(tmp_path)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            gw = f"http://127.0.0.1:{gw_port}"
+            _wait_healthy(gw + "/health", nginx)
+
+            async def publish(room: str, as_obs: bool) -> tuple[str, list[int], int, int]:
+                """aiortc's own offer, or its transport in OBS's layout with AV1 video."""
+                pc = RTCPeerConnection()
+                pc.addTransceiver("audio", direction="sendonly")
+                await pc.setLocalDescription(await pc.createOffer())
+                offer = pc.localDescription.sdp
+                if as_obs:
+                    offer = obs_offer("av1", Transport.of(offer))
+                connected = asyncio.Event()
+
+                @pc.on("connectionstatechange")
+                def on_state() -> None:
+                    if pc.connectionState == "connected":
+                        connected.set()
+
+                async with httpx.AsyncClient(base_url=gw, timeout=300) as client:
+                    r = await client.post(f"/v1/rooms/{room}/whip?target_langs=de",
+                                          content=offer,
+                                          headers={"content-type": "application/sdp"})
+                    assert r.status_code == 201, r.text
+                    answer = without_section(r.text, "1") if as_obs else r.text
+                    await pc.setRemoteDescription(
+                        RTCSessionDescription(sdp=answer, type="answer"))
+                    await asyncio.wait_for(connected.wait(), 300)
+                    deleted = await client.delete(r.headers["location"])
+                    again = await client.delete(r.headers["location"])
+                await pc.close()
+                return (r.headers["x-livetrans-replica"], host_candidate_ports(r.text),
+                        deleted.status_code, again.status_code)
+
+            for i in range(4):
+                replica, ports, deleted, again = asyncio.run(publish(f"hall-{i}", i % 2 == 1))
+                low, high = (int(x) for x in ranges[int(replica[1:])].split("-"))
+                assert ports and all(low <= p <= high for p in ports), (replica, ports)
+                assert deleted == 200 and again == 404  # the DELETE found its session
+        finally:
+            if nginx is not None:
+                nginx.terminate()
+                nginx.wait(10)
+            for proc in replicas.values():
+                if proc.poll() is None:
+                    proc.terminate()
+                    proc.wait(30)
