@@ -207,3 +207,40 @@ def test_compose_replicas_share_rooms_on_redis_and_viewers_go_anywhere() -> None
     # speakers keep their affinity; viewers and transcripts go to any replica
     assert "location = /v1/live/watch { proxy_pass http://livetrans_any; }" in conf
     assert "location /v1/rooms/ { proxy_pass http://livetrans_any; }" in conf
+
+
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_the_images_install_the_speech_extra_so_whip_answers(name: str, tmp_path) -> None:
+    args = [a for _, word, a in instructions(name) if word == "ARG"]
+    extras = next(a.split("=", 1)[1].strip('"') for a in args
+                  if a.startswith("LIVETRANS_EXTRAS="))
+    assert "speech" in extras.split()
+    subprocess.run([sys.executable, str(DOCKER / "requirements.py"),
+                    str(DOCKER.parent / "pyproject.toml"), str(tmp_path), extras], check=True)
+    runtime = (tmp_path / "runtime.txt").read_text()
+    assert "aiortc" in runtime and "faster-whisper" in runtime  # WHIP, and its recogniser
+
+
+def test_compose_publishes_each_replicas_whip_udp_range_and_routes_whip_by_room() -> None:
+    from app.port_range import PortRange
+    from app.settings import Settings
+
+    compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+    ranges = []
+    for name in ("livetrans-a", "livetrans-b"):
+        replica = compose["services"][name]
+        env = {k: _resolve(v) for k, v in replica["environment"].items()}
+        ports = PortRange.parse(env["LIVETRANS_WHIP_UDP_PORTS"])
+        # the host publishes exactly the range the replica binds within, as UDP, same ports
+        assert replica["ports"] == [f"{ports}:{ports}/udp"]
+        assert "LIVETRANS_WHIP_PUBLIC_IP" in env  # the host's address, set at `up`
+        fields = {k[len("LIVETRANS_"):].lower(): v for k, v in env.items()
+                  if k.startswith("LIVETRANS_")}
+        settings = Settings(**fields)
+        assert settings.whip_udp_ports == str(ports) and settings.whip_public_ip is None
+        ranges.append(set(range(ports.low, ports.high + 1)))
+    assert not ranges[0] & ranges[1]  # one host: the replicas' ranges cannot overlap
+    conf = (DOCKER / "nginx.conf").read_text()
+    assert "hash $livetrans_whip_room consistent" in conf
+    assert "location ~ ^/v1/rooms/[^/]+/whip(/[^/]*)?$ { proxy_pass http://livetrans_whip; }" \
+        in conf
