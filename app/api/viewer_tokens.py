@@ -11,7 +11,8 @@ answers 201 with the token (shown this once), its ``id``, ``created_at`` and
 link (``links``). A token admits to every talk of the room (the viewer socket, the
 transcripts, HLS, the QR code) until it expires or is revoked. ``GET`` lists the room's
 live tokens (never the tokens themselves); ``DELETE`` revokes one at once, on every replica
-of a Redis room bus.
+of a Redis room bus (viewers it admitted are ended within ``app.live.viewer``'s
+``ROOM_TOKEN_RECHECK_S``).
 
 Refusals are OpenAI-shaped: 400 ``invalid_room``, ``invalid_expires_in``,
 ``unsupported_language``, ``invalid_request`` (a body that is no JSON object, an unknown

@@ -21,8 +21,9 @@ token, disallowed origin; retrying will not help) or 1013 (too many viewers; try
 With API keys a viewer needs a viewer token: the talk's (``ready`` gives it to the speaker;
 it admits to that talk only) or a room viewer token the operator issued
 (``app.rooms.viewer_tokens``; it admits to every talk of its room until it expires or is
-revoked, so a viewer holding one may wait for a talk that has not started). An API key is
-not a viewer token, so viewers never hold a speaker's key.
+revoked, so a viewer holding one may wait for a talk that has not started; a viewer it
+admitted is ended, ``invalid_token``, within ``ROOM_TOKEN_RECHECK_S`` of its revocation or
+expiry). An API key is not a viewer token, so viewers never hold a speaker's key.
 """
 
 from __future__ import annotations
@@ -39,16 +40,23 @@ from app.rooms.bus import BusUnavailable, TalkInfo
 from app.rooms.registry import (
     ROOM_MAX_CHARS,
     LanguageNotInRoomError,
+    RoomRegistry,
     TooManyViewersError,
     Viewer,
     valid_room,
 )
-from app.rooms.viewer_tokens import ViewerTokensUnavailable, looks_like_room_token
+from app.rooms.viewer_tokens import (
+    RoomViewerTokens,
+    ViewerTokensUnavailable,
+    looks_like_room_token,
+)
+from app.supervision import reraise_lost_cancel
 from app.translation.prompts import UnsupportedLanguageError, check_language
 
 log = logging.getLogger("livetrans.watch")
 
 CLOSE_NORMAL = 1000
+ROOM_TOKEN_RECHECK_S = 30.0  # a revoked or expired room token's viewers go within this
 
 
 async def refuse_viewer(ws: WebSocket, close_code: int, code: str, message: str) -> None:
@@ -88,6 +96,26 @@ async def _drain_incoming(ws: WebSocket) -> None:
         message = await ws.receive()
         if message["type"] == "websocket.disconnect":
             return
+
+
+async def _recheck_room_token(tokens: RoomViewerTokens, registry: RoomRegistry,
+                              viewer: Viewer, room: str, token: str) -> None:
+    """A viewer a room token admitted is ended (an ``invalid_token`` frame, then ``ended``)
+    once the operator revokes the token or it expires: checked every
+    ``ROOM_TOKEN_RECHECK_S`` against the shared store, so a revocation on any replica
+    reaches viewers on every replica without a message of its own. A store that cannot
+    be asked ends nobody (an outage revokes nothing)."""
+    while True:
+        await asyncio.sleep(ROOM_TOKEN_RECHECK_S)
+        try:
+            if await tokens.check(room, token) is not None:
+                continue
+        except ViewerTokensUnavailable:
+            reraise_lost_cancel()  # a cancel that came back as a Redis timeout stops here
+            continue
+        registry.end_viewer(viewer, "invalid_token", "this room viewer token was revoked or "
+                            "has expired")
+        return
 
 
 def _has_local_speaker(services: LiveServices, room: str) -> bool:
@@ -161,6 +189,7 @@ async def watch(ws: WebSocket, services: LiveServices) -> None:
     # joined before the first await: ``recent`` and the queue see each final exactly once
     sender: asyncio.Task | None = None
     reader: asyncio.Task | None = None
+    recheck: asyncio.Task | None = None
     try:
         await ws.accept()
         await ws.send_text(encode_frame({
@@ -169,12 +198,15 @@ async def watch(ws: WebSocket, services: LiveServices) -> None:
         }))
         sender = asyncio.create_task(_send_frames(ws, viewer))
         reader = asyncio.create_task(_drain_incoming(ws))
+        if room_admitted and services.room_tokens is not None:
+            recheck = asyncio.create_task(
+                _recheck_room_token(services.room_tokens, registry, viewer, room, str(token)))
         await asyncio.wait({sender, reader}, return_when=asyncio.FIRST_COMPLETED)
     except (WebSocketDisconnect, RuntimeError, OSError):
         pass  # the viewer left
     finally:
         registry.leave(viewer)
-        for task in (sender, reader):
+        for task in (sender, reader, recheck):
             if task is None:
                 continue
             if not task.done():

@@ -304,6 +304,11 @@ class RoomRegistry:
                                        not_in_room_message(name, lang, room.langs))
         return room
 
+    def end_viewer(self, viewer: Viewer, code: str, message: str) -> None:
+        """End one viewer whose access ended (its room viewer token was revoked): an
+        ``error`` frame with ``code``, then ``ended``; the rest of the room goes on."""
+        self._close_viewer(viewer, code, message)
+
     @staticmethod
     def _close_viewer(viewer: Viewer, code: str, message: str) -> None:
         frame = json.dumps({"type": "error", "code": code, "message": message})

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from app import server as server_module
+from app.live import viewer as viewer_module
 from app.rooms.transcripts import open_transcripts
 from app.rooms.transcripts.store import TalkRecord, TranscriptLine
 from app.rooms.viewer_tokens import RoomViewerTokens, open_viewer_tokens
@@ -280,6 +281,31 @@ def test_a_viewer_with_a_room_token_may_wait_for_the_talk_and_join_any(
     assert _joined(client, token)["code"] == "invalid_token"
 
 
+def test_a_revocation_ends_the_viewers_the_token_admitted(
+        client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(viewer_module, "ROOM_TOKEN_RECHECK_S", 0.05)
+    issued = _issue(client)
+    _talk(client)
+    talk_token = client.app.state.livetrans.rooms.token(ROOM, client.app.state.livetrans
+                                                        .rooms.rooms[ROOM].talk_id)
+    with client.websocket_connect(f"{WS}/v1/live/watch?room={ROOM}&lang=de&token="
+                                  f"{issued['token']}") as revoked, \
+            client.websocket_connect(f"{WS}/v1/live/watch?room={ROOM}&lang=de&token="
+                                     f"{talk_token}") as other:
+        assert revoked.receive_json()["type"] == "joined"
+        assert other.receive_json()["type"] == "joined"
+        time.sleep(0.3)  # rechecked a few times: still valid, still watching
+        r = client.delete(f"/v1/rooms/{ROOM}/viewer-tokens/{issued['id']}", headers=OPERATOR)
+        assert r.status_code == 200
+        frame = revoked.receive_json()
+        assert frame["type"] == "error" and frame["code"] == "invalid_token"
+        assert revoked.receive_json() == {"type": "ended"}
+        # the talk goes on for a viewer with the talk's own token
+        client.app.state.livetrans.rooms.rooms[ROOM].publish(
+            "de", {"type": "caption", "final": True}, '{"type": "caption"}', True)
+        assert other.receive_json() == {"type": "caption"}
+
+
 def _seed_transcripts(tmp_path: Path):
     store = open_transcripts(tmp_path / "transcripts")
     t0 = float(int(time.time()) - 3600)
@@ -326,6 +352,7 @@ def test_a_room_token_reads_every_talks_transcript_and_hls(client: TestClient,
 def test_a_token_issued_on_one_replica_admits_on_another_until_revoked_on_either(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(server_module, "_load_engine", lambda state: None)  # no model
+    monkeypatch.setattr(viewer_module, "ROOM_TOKEN_RECHECK_S", 0.05)
     with redis_server(tmp_path / "redis", persist=True) as redis:
         def replica(name: str) -> TestClient:
             return TestClient(create_app(Settings(api_keys=[KEY], room_bus=redis.url,
@@ -335,9 +362,13 @@ def test_a_token_issued_on_one_replica_admits_on_another_until_revoked_on_either
             issued = _issue(a, langs=["de"])
             token = issued["token"]
             assert _link_token(_qr(b, lang="de", token=token)) == token
-            assert _joined(b, token)["type"] == "joined"
-            r = b.delete(f"/v1/rooms/{ROOM}/viewer-tokens/{issued['id']}", headers=OPERATOR)
-            assert r.status_code == 200
+            with a.websocket_connect(f"{WS}/v1/live/watch?room={ROOM}&lang=de&token={token}") \
+                    as watching:  # waits for the talk on a
+                assert watching.receive_json()["type"] == "joined"
+                r = b.delete(f"/v1/rooms/{ROOM}/viewer-tokens/{issued['id']}",
+                             headers=OPERATOR)
+                assert r.status_code == 200
+                assert watching.receive_json()["code"] == "invalid_token"  # revoked on b
             _error(_qr(a, lang="de", token=token), 401, "invalid_token")
             assert _joined(a, token)["code"] == "invalid_token"
             kept = _issue(b)["token"]
