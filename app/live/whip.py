@@ -269,7 +269,6 @@ class WhipSessions:
         ``ice.ports`` was free."""
         from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 
-        offer = prepare_offer(sdp)
         socket = WhipSocket(start, self.on_dropped)
         config = RTCConfiguration(iceServers=[RTCIceServer(urls=u) for u in ice.servers])
         pc = RTCPeerConnection(configuration=config)
@@ -288,17 +287,18 @@ class WhipSessions:
                 socket.push_stop()
 
         try:
+            offer = prepare_offer(sdp)
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type="offer"))
             if ice.ports is not None:
                 from app.live.whip_ice import bind_within
 
                 bind_within(pc, ice.ports)
             await pc.setLocalDescription(await pc.createAnswer())
+            answer = assemble_answer(pc.localDescription.sdp, offer)
         except Exception as exc:  # noqa: BLE001 - aiortc's parse errors vary in type
             await pc.close()
             raise OfferError("invalid_offer", "the SDP offer could not be answered "
                              f"({type(exc).__name__})") from None
-        answer = assemble_answer(pc.localDescription.sdp, offer)
         if ice.ports is not None and not host_candidate_ports(answer):
             await pc.close()
             raise SessionRefused(Refusal("no_udp_port", "every UDP port for WebRTC is in "

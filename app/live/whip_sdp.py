@@ -199,9 +199,9 @@ def _limit_group(line: str, mids: set[str]) -> str | None:
     """``a=group:BUNDLE 0 1`` with only the kept mids; None when none is left."""
     if not line.startswith("a=group:"):
         return line
-    semantic, *items = line[8:].split()
-    items = [item for item in items if item in mids]
-    return f"a=group:{semantic} {' '.join(items)}" if items else None
+    words = line[8:].split()
+    items = [item for item in words[1:] if item in mids]
+    return f"a=group:{words[0]} {' '.join(items)}" if items else None
 
 
 def assemble_answer(answer: str, offer: PreparedOffer) -> str:

@@ -279,3 +279,35 @@ def test_an_offer_with_video_as_obs_sends_it_is_answered_for_the_sound_only(
     assert "a=inactive" in video
     ended = httpx.delete(live_server.url + answer.headers["location"], timeout=WAIT_S)
     assert ended.status_code == 200
+
+
+def _mangle(find: str, replace: str) -> str:
+    offer = obs_offer("av1")
+    assert find in offer
+    return offer.replace(find, replace)
+
+
+@pytest.mark.parametrize("offer", [
+    _mangle("a=ice-pwd:", "a=x-ice-pwd:"),  # no ICE password
+    _mangle("a=setup:actpass", "a=setup:sideways"),
+    _mangle("a=rtcp-mux\r\na=rtpmap:111", "a=rtpmap:111"),  # audio without RTCP mux
+    _mangle("SAVPF 111\r\n", "SAVPF 111 72\r\n"),  # a payload type RTCP owns
+    _mangle("SAVPF 111\r\n", "SAVPF 111 x\r\n"),
+    _mangle("a=fmtp:111", "a=fmtp:112 y=1\r\na=fmtp:111"),  # fmtp of no codec
+    _mangle("a=candidate:1 1 UDP", "a=candidate:1 1"),
+], ids=["no-ice-pwd", "bad-setup", "no-rtcp-mux", "pt-72", "pt-text", "stray-fmtp",
+        "short-candidate"])
+def test_an_offer_aiortc_cannot_answer_is_one_400_never_a_500(live_server, offer) -> None:
+    room = "bad-" + uuid.uuid4().hex[:8]
+    r = _post(live_server, room, offer)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["code"] == "invalid_offer" and r.json()["error"]["param"] == "sdp"
+    assert "Traceback" not in r.text
+
+
+def test_an_empty_group_line_is_no_500(live_server) -> None:
+    r = _post(live_server, "grp-" + uuid.uuid4().hex[:8],
+              _mangle("a=group:LS 0 1", "a=group:"))
+    assert r.status_code == 201, r.text  # an empty group groups nothing: dropped
+    assert httpx.delete(live_server.url + r.headers["location"],
+                        timeout=WAIT_S).status_code == 200

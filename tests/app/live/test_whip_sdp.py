@@ -7,10 +7,13 @@ same offers against a real server are ``tests/app/api/test_whip.py``."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.live.whip import OfferError, check_offer
 from app.live.whip_sdp import (
     Description,
+    Section,
     advertise_address,
     assemble_answer,
     host_candidate_ports,
@@ -100,3 +103,25 @@ def test_the_public_address_replaces_host_candidates_of_its_family() -> None:
     assert "c=IN IP4 203.0.113.7\r\n" in out and "c=IN IP4 0.0.0.0\r\n" in out
     assert "172.18.0.3 50007 typ host" not in out
     assert host_candidate_ports(out) == [50007, 50008]
+
+
+_LINES = st.sampled_from([
+    "m=audio 9 UDP/TLS/RTP/SAVPF 111 0", "m=video 9 UDP/TLS/RTP/SAVPF 96", "m=audio 0 RTP/AVP",
+    "m=application 9 UDP/DTLS/SCTP webrtc-datachannel", "m=", "m=audio x y", "a=mid:0",
+    "a=mid:", "a=rtpmap:111 opus/48000/2", "a=rtpmap:", "a=rtpmap:0", "a=group:BUNDLE 0 1",
+    "a=group:", "a=candidate:1 1 UDP 1 10.0.0.1 9 typ host", "a=candidate:", "c=IN IP4",
+    "a=ice-ufrag:u", "a=setup:actpass", "a=fingerprint:sha-256 AA"])
+
+
+@given(st.lists(st.one_of(_LINES, st.text(max_size=30)), max_size=25))
+def test_any_text_is_an_offer_or_one_offer_error(lines: list[str]) -> None:
+    sdp = "\r\n".join(["v=0", *lines])
+    try:
+        check_offer(sdp.encode())
+    except OfferError:
+        return
+    prepared = prepare_offer(sdp)
+    assert len(prepared.declined) < prepared.count
+    fake = Description(["v=0"], [Section([f"m=audio 9 X {i}"]) for i in
+                                 range(prepared.count - len(prepared.declined))])
+    assert len(m_lines(assemble_answer(fake.text(), prepared))) == prepared.count
