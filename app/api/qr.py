@@ -5,7 +5,8 @@
 answers an SVG QR code of the caption screen's link for that language of the room
 (``/watch?room=keynote-1&lang=de``, plus a viewer token where the server has API keys),
 under the server's public URL (``app.rooms.audience_link``). The link itself is in the
-``X-Livetrans-Link`` header, so a page can print it under the code.
+``X-Livetrans-Link`` header, so a page can print it under the code, and a room token's
+expiry (unix seconds) in ``X-Livetrans-Expires``, so a poster can say until when it works.
 
 A room's code exists before its first talk and, with a room viewer token, stays valid
 across its talks, so an organiser prints it ahead:
@@ -115,10 +116,13 @@ async def room_qr(
         "X-Content-Type-Options": "nosniff",
         "Content-Security-Policy": "default-src 'none'",  # a drawing, nothing to run
         "X-Livetrans-Link": link,
-        "Access-Control-Expose-Headers": "X-Livetrans-Link, X-Livetrans-Talk",
+        "Access-Control-Expose-Headers": "X-Livetrans-Link, X-Livetrans-Talk, "
+                                         "X-Livetrans-Expires",
     }
     if talk is not None:
         headers["X-Livetrans-Talk"] = talk.talk_id
+    if link_token is not None and link_token == access.room_token:
+        headers["X-Livetrans-Expires"] = str(access.expires_at)  # printed under the codes
     return Response(content=body, media_type="image/svg+xml", headers=headers)
 
 

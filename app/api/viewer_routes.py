@@ -56,6 +56,7 @@ class RoomAccess:
 
     operator: bool
     room_token: str | None = None
+    expires_at: int | None = None  # the room token's expiry (unix seconds)
 
     @property
     def any_talk(self) -> bool:
@@ -78,4 +79,6 @@ async def room_access(request: Request, room: str, token: str | None) -> RoomAcc
         signed = await tokens.check(room, token)
     except ViewerTokensUnavailable:
         raise viewer_tokens_unavailable() from None
-    return RoomAccess(operator, token if signed is not None else None)
+    if signed is None:
+        return RoomAccess(operator)
+    return RoomAccess(operator, token, signed.expires_at)

@@ -31,7 +31,10 @@ async function loadQr(room, lang, token) {
     throw err;
   }
   const blob = await resp.blob();
-  return {src: URL.createObjectURL(blob), link: resp.headers.get("X-Livetrans-Link") || ""};
+  // a room viewer token's expiry (unix seconds): codes printed ahead say until when
+  const expires = Number(resp.headers.get("X-Livetrans-Expires")) || 0;
+  return {src: URL.createObjectURL(blob), link: resp.headers.get("X-Livetrans-Link") || "",
+          expires};
 }
 
 // A <figure> for one language: the code, the language's name, the link as text.

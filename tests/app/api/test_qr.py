@@ -275,6 +275,7 @@ def test_the_operator_page_shows_codes_to_project_and_a_printable_page(
     printable.goto(keyed_server.url + page.get_attribute("#print-link", "href"))
     printable.wait_for_selector('body[data-state="ready"]', timeout=WAIT_MS)
     assert printable.text_content("#title") == "Live captions · qr-room"
+    assert printable.is_hidden("#valid")  # a talk's token: no expiry to print
     for lang, link in expected.items():
         assert decode_qr(printable.locator(f'img[data-lang="{lang}"]').screenshot()) == [link]
     assert printable.text_content("#errors").strip() == ""
@@ -327,6 +328,12 @@ def test_codes_printed_before_the_first_talk_admit_to_the_talks_that_follow(
     assert sorted(decode_qr(printable.screenshot(full_page=True))) == sorted(expected.values())
     for lang, link in expected.items():
         assert printable.text_content(f'figure[data-lang="{lang}"] .qr-link') == link
+    # the sheet says until when its codes work
+    assert printable.is_visible("#valid")
+    assert printable.get_attribute("#valid", "data-expires") == str(issued["expires_at"])
+    assert printable.text_content("#valid").startswith("Valid until ")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    printable.screenshot(path=str(ARTIFACTS / "print_page_ahead.png"), full_page=True)
 
     # a phone scans the poster before the talk: it waits for it
     viewer = context.new_page()

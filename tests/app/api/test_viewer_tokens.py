@@ -196,9 +196,11 @@ def test_a_store_not_open_is_503_never_a_500() -> None:
 # -- the QR code: printed ahead, valid across talks ----------------------------------------
 def test_a_room_token_gets_the_code_before_the_first_talk_and_across_talks(
         client: TestClient) -> None:
-    token = _issue(client)["token"]
+    issued = _issue(client)
+    token = issued["token"]
     before = _qr(client, lang="ja", token=token)
     assert _link_token(before) == token and "x-livetrans-talk" not in before.headers
+    assert before.headers["x-livetrans-expires"] == str(issued["expires_at"])
     assert before.headers["x-livetrans-link"] == \
         f"{LOOPBACK}/watch?room={ROOM}&lang=ja&token={token}"
     assert before.content.startswith(b"<svg ")
@@ -213,7 +215,9 @@ def test_a_room_token_gets_the_code_before_the_first_talk_and_across_talks(
         _error(_qr(client, lang="fr", token=token), 404, "lang_not_in_room", "lang")
         # a talk's own token still gets a code of that talk's token
         talk_token = rooms.token(ROOM, room.talk_id)
-        assert _link_token(_qr(client, lang="de", token=talk_token)) == talk_token
+        by_talk_token = _qr(client, lang="de", token=talk_token)
+        assert _link_token(by_talk_token) == talk_token
+        assert "x-livetrans-expires" not in by_talk_token.headers
         rooms.release(room, speaker)
 
 
