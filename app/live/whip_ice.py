@@ -32,8 +32,9 @@ RECEIVE_BUFFER = UDP_SOCKET_BUFFER_SIZE  # as aioice sizes its own sockets
 
 
 class RangedConnection(Connection):
-    """An aioice ``Connection`` whose host candidates bind within ``port_range`` (set
-    by ``bind_within``; this class adds no other state)."""
+    """An aioice ``Connection`` whose host candidates bind within ``port_range`` (its one
+    attribute of its own, set by ``bind_within`` when it takes an existing connection
+    over)."""
 
     port_range: PortRange
 
