@@ -311,3 +311,18 @@ def test_an_empty_group_line_is_no_500(live_server) -> None:
     assert r.status_code == 201, r.text  # an empty group groups nothing: dropped
     assert httpx.delete(live_server.url + r.headers["location"],
                         timeout=WAIT_S).status_code == 200
+
+
+def test_g711_by_static_payload_type_alone_is_answered(live_server) -> None:
+    """PCMU (0) and PCMA (8) need no ``a=rtpmap`` (RFC 3551); aiortc's offer without them."""
+    offer = _audio_offer()
+    m_line = next(line for line in offer.splitlines() if line.startswith("m=audio"))
+    bare = offer.replace(m_line, " ".join(m_line.split()[:3] + ["0", "8"]))
+    bare = "\r\n".join(line for line in bare.splitlines()
+                       if not line.startswith(("a=rtpmap:", "a=fmtp:"))) + "\r\n"
+    assert "a=rtpmap" not in bare
+    answer = _post(live_server, "g711-" + uuid.uuid4().hex[:8], bare)
+    assert answer.status_code == 201, answer.text
+    assert "a=rtpmap:0 PCMU/8000" in answer.text
+    assert httpx.delete(live_server.url + answer.headers["location"],
+                        timeout=WAIT_S).status_code == 200
