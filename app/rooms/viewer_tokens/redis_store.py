@@ -28,9 +28,11 @@ from app.rooms.viewer_tokens.store import RoomTokenRecord, ViewerTokensUnavailab
 T = TypeVar("T")
 
 # KEYS: the token's hash, the room's set. ARGV: id, created_at, expires_at, max per room.
-# Returns 1 if kept, 0 if the room has its bound of live tokens.
+# Returns 1 if kept, 0 if the room has its bound of live tokens. Idempotent: a write made
+# again (waiting for a replica) finds its token there and keeps it.
 ISSUE = """
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
+if redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 1 end
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return 0 end
 redis.call('HSET', KEYS[1], 'created_at', ARGV[2], 'expires_at', ARGV[3])
 redis.call('PEXPIREAT', KEYS[1], tonumber(ARGV[3]) * 1000)

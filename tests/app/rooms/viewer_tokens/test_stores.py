@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from app.rooms.viewer_tokens import (
+    RoomTokenRecord,
     RoomViewerTokens,
     ViewerTokenStore,
     ViewerTokensUnavailable,
@@ -139,6 +140,24 @@ def test_a_room_holds_a_bounded_number_of_live_tokens(opener: Callable) -> None:
             assert len(await tokens.issued(ROOM)) == 3
 
     asyncio.run(scenario())
+
+
+def test_issuing_again_on_redis_is_idempotent_at_the_bound(tmp_path: Path) -> None:
+    """On a Sentinel primary a write is made again until a replica has it: a token issued
+    twice is kept once, and is not refused by the bound it now counts in."""
+    with redis_server(tmp_path / "redis") as server:
+        async def scenario() -> tuple[bool, bool, int]:
+            client = _client(server.url)
+            try:
+                store = RedisViewerTokenStore(client)
+                record = RoomTokenRecord(ROOM, "0123456789abcdef", int(T0), int(T0) + 600)
+                first = await store.add(record, 1)
+                again = await store.add(record, 1)
+                return first, again, len(await store.issued(ROOM, T0))
+            finally:
+                await client.aclose()
+
+        assert asyncio.run(scenario()) == (True, True, 1)
 
 
 def test_redis_keys_expire_with_the_token_and_live_under_the_prefix(tmp_path: Path) -> None:
