@@ -310,11 +310,11 @@ class WhipSessions:
             await asyncio.wait_for(socket.ready.wait(), self.ready_wait_s)
         except TimeoutError:
             socket.refusal = Refusal("not_ready", "the talk did not start in time; retry")
+        except asyncio.CancelledError:  # the request itself ends (shutdown): so does its talk
+            await _abandon(session)
+            raise
         if socket.refusal is not None:
-            session.socket.push_stop()
-            await cancel_talk(session.task)
-            session.cancel_tasks()
-            await pc.close()
+            await _abandon(session)
             raise SessionRefused(socket.refusal)
         self.sessions[session.id] = session
         session.task.add_done_callback(lambda _t: self._ended(session))
@@ -336,6 +336,16 @@ class WhipSessions:
     async def close(self, session: WhipSession) -> None:
         self.sessions.pop(session.id, None)
         await session.stop()
+
+
+async def _abandon(session: WhipSession) -> None:
+    """A session that will not be answered: its talk cancelled (ended before this
+    returns, so it cannot claim the room later), its tracks' tasks and peer closed."""
+    session.socket.push_stop()
+    if session.task is not None:
+        await cancel_talk(session.task)
+    session.cancel_tasks()
+    await session.pc.close()
 
 
 async def cancel_talk(task: asyncio.Task, patience_s: float = CANCEL_WAIT_S) -> bool:

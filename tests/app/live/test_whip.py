@@ -79,3 +79,31 @@ def test_delete_finds_only_the_publishers_own_session() -> None:
     assert sessions.get("r1", session.id, "owner-b") is None
     assert sessions.get("r1", session.id, None) is None
     assert sessions.get("r2", session.id, "owner-a") is None
+
+
+def test_a_publish_cancelled_while_its_talk_starts_ends_the_talk_too() -> None:
+    pytest.importorskip("aiortc", reason="aiortc (livetrans[speech]) is not installed")
+    asyncio.run(_cancelled_publish())
+
+
+async def _cancelled_publish() -> None:
+    from app.live.whip import WhipSessions
+    from tests.whip_offers import obs_offer
+
+    began, ended = asyncio.Event(), asyncio.Event()
+
+    async def slow_talk(socket: WhipSocket) -> None:
+        began.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            ended.set()
+
+    sessions = WhipSessions()
+    publish = asyncio.ensure_future(
+        sessions.open("r1", obs_offer("hevc"), {"type": "start"}, slow_talk))
+    await began.wait()
+    publish.cancel()  # e.g. the server shuts down while the talk is starting
+    with pytest.raises(asyncio.CancelledError):
+        await publish
+    assert ended.is_set() and sessions.sessions == {}
