@@ -42,6 +42,7 @@ from app.live.whip_sdp import (
     prepare_offer,
 )
 from app.port_range import PortRange
+from app.supervision import wait_event
 
 log = logging.getLogger("livetrans.whip")
 
@@ -307,9 +308,8 @@ class WhipSessions:
             answer = advertise_address(answer, ice.public_ip)
         session.task = asyncio.ensure_future(serve(socket))
         try:
-            await asyncio.wait_for(socket.ready.wait(), self.ready_wait_s)
-        except TimeoutError:
-            socket.refusal = Refusal("not_ready", "the talk did not start in time; retry")
+            if not await wait_event(socket.ready, self.ready_wait_s):  # keeps a cancel
+                socket.refusal = Refusal("not_ready", "the talk did not start in time; retry")
         except asyncio.CancelledError:  # the request itself ends (shutdown): so does its talk
             await _abandon(session)
             raise
