@@ -28,6 +28,7 @@ from urllib.parse import unquote
 import redis.asyncio as aioredis
 from redis import exceptions as rex
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import ExponentialBackoff
 
 log = logging.getLogger("livetrans.redis")
@@ -36,6 +37,7 @@ SOCKET_TIMEOUT_S = 5.0
 REPLICATION_WAIT_MS = 500  # with Sentinel: a kept write waits for a replica's copy
 REPLICATION_PATIENCE_S = 30.0  # ... made again this long while none confirms it
 CONNECT_TIMEOUT_S = 2.0
+POOL_WAIT_S = 10.0  # a command waits this long for a free pooled connection
 
 # error replies that say "not now" rather than "never": the codes Redis puts first
 _TRANSIENT_CODES = ("OOM", "MISCONF", "READONLY", "LOADING", "BUSY", "NOPERM", "MASTERDOWN",
@@ -47,6 +49,8 @@ _TRANSIENT_CLASSES: tuple[type[BaseException], ...] = (
     rex.NoPermissionError, rex.BusyLoadingError, rex.TryAgainError, rex.MasterDownError,
     rex.ClusterDownError)
 _OOM_TEXT = "command not allowed when used memory"
+# an ACL being fixed: a script's command refused is worded without the NOPERM code
+_NOPERM_TEXT = ("can't run this command or subcommand", "has no permissions to run")
 # a primary demoted by a failover answers WAIT (and writes) as a replica: not now, elsewhere
 _DEMOTED_TEXT = ("cannot be used with replica", "read only replica")
 
@@ -57,7 +61,7 @@ def unavailable(exc: BaseException) -> bool:
         return True
     if isinstance(exc, rex.ResponseError):
         text = str(exc)
-        return (_OOM_TEXT in text or any(t in text for t in _DEMOTED_TEXT)
+        return (_OOM_TEXT in text or any(t in text for t in _DEMOTED_TEXT + _NOPERM_TEXT)
                 or _TRANSIENT_RE.search(text[:300]) is not None)
     return False
 
@@ -74,6 +78,11 @@ def redacted(url: str) -> str:
     if "@" in rest:
         rest = "***@" + rest.rsplit("@", 1)[1]
     return scheme + sep + rest
+
+
+class BlockingSentinelPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
+    """Sentinel's pool (finds the primary, follows a failover) that waits for a free
+    connection as ``BlockingConnectionPool`` does."""
 
 
 class BadRedisURL(ValueError):
@@ -123,10 +132,12 @@ def is_sentinel(url: str) -> bool:
 
 def connect(url: str, *, max_connections: int, decode: bool = True,
             socket_timeout: float | None = None, extra_timeout: float = 0.0) -> aioredis.Redis:
-    """A client of Redis at ``url`` on a pool of at most ``max_connections``. Callers bound
-    their own concurrency below that (``asyncio.Semaphore``), so a crowd of viewers waits
-    its turn instead of failing with "too many connections". ``extra_timeout`` lengthens
-    the socket timeout for a client whose commands block on purpose (``XREAD BLOCK``)."""
+    """A client of Redis at ``url`` on a pool of at most ``max_connections``. A command that
+    finds every connection in use waits for one (``POOL_WAIT_S`` at most) instead of
+    failing with "too many connections": a crowd of viewers, transcript downloads and HLS
+    players queues for the pool, and only a Redis that does not answer fails them.
+    ``extra_timeout`` lengthens the socket timeout for a client whose commands block on
+    purpose (``XREAD BLOCK``)."""
     timeout = (SOCKET_TIMEOUT_S if socket_timeout is None else socket_timeout) + extra_timeout
     # a pooled connection Redis closed (CLIENT KILL, a restart, an idle timeout) fails at
     # its next use: try once more on a new one instead of failing a viewer's join. Only on
@@ -138,17 +149,16 @@ def connect(url: str, *, max_connections: int, decode: bool = True,
                "health_check_interval": 15, "decode_responses": decode,
                # bytes another client wrote are data: a bad one must not fail a whole read
                "encoding_errors": "replace",
-               "max_connections": max_connections}
+               "max_connections": max_connections, "timeout": POOL_WAIT_S}
     if is_sentinel(url):
-        from redis.asyncio.sentinel import Sentinel
-
         address = parse_sentinel(url)
         sentinel = Sentinel(list(address.hosts), socket_timeout=CONNECT_TIMEOUT_S,
                             socket_connect_timeout=CONNECT_TIMEOUT_S)
         return sentinel.master_for(address.service, db=address.db,
                                    username=address.username, password=address.password,
+                                   connection_pool_class=BlockingSentinelPool,
                                    **options)
-    pool = aioredis.ConnectionPool.from_url(url, **options)
+    pool = aioredis.BlockingConnectionPool.from_url(url, **options)
     return aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose closes it
 
 
@@ -185,19 +195,32 @@ class ReplicaWait:
     so that a failover does not drop them. While none confirms, the write is made again
     (the primary may have changed under us; every kept write is idempotent), for
     ``REPLICATION_PATIENCE_S``: longer than Sentinel takes to demote the old primary, whose
-    writes then fail with READONLY and go to the new one. A replica that stays away costs
-    that wait once: until one confirms again, writes are kept on the primary only (logged)
-    rather than each waiting the whole patience."""
+    writes then fail with READONLY and go to the new one.
+
+    Only replicas that exist are waited for. A primary with no replica connected (the one
+    Sentinel just promoted after its old primary died, or one whose replicas are down) has
+    nothing to confirm a copy: the write is kept on that primary alone at once (logged
+    once until a replica is back), so finals reach other replicas' viewers seconds after a
+    promotion instead of after the whole patience. A replica that is connected but does not
+    confirm costs the patience once: until one confirms again, writes are kept on the
+    primary only (logged) rather than each waiting the whole patience."""
 
     def __init__(self, what: str, patience_s: float | None = None) -> None:
         self.what = what
         self.patience_s = REPLICATION_PATIENCE_S if patience_s is None else patience_s
         self.away = False  # no replica confirmed within the patience, none since
+        self.alone = False  # the primary had no replica connected at the last write
 
     async def write(self, client: aioredis.Redis, op: Callable[[], Awaitable[object]]) -> None:
         await op()
         deadline = time.monotonic() + (0.0 if self.away else self.patience_s)
-        while int(await client.execute_command("WAIT", 1, REPLICATION_WAIT_MS)) < 1:
+        while True:
+            if await connected_replicas(client) == 0:
+                self._note_alone(True)
+                return
+            self._note_alone(False)
+            if int(await client.execute_command("WAIT", 1, REPLICATION_WAIT_MS)) >= 1:
+                break
             if time.monotonic() > deadline:
                 if not self.away:
                     log.warning("%s: no replica confirmed a write within %.0f s; writes are "
@@ -209,3 +232,24 @@ class ReplicaWait:
         if self.away:
             log.warning("%s: a replica confirms writes again", self.what)
         self.away = False
+
+    def _note_alone(self, alone: bool) -> None:
+        """One log line when the primary loses its last replica, one when one is back."""
+        if alone != self.alone:
+            if alone:
+                log.warning("%s: the primary has no replica connected; writes are kept on "
+                            "the primary only until one connects", self.what)
+            else:
+                log.warning("%s: the primary has a replica again", self.what)
+        self.alone = alone
+
+
+async def connected_replicas(client: aioredis.Redis) -> int:
+    """How many replicas the Redis behind ``client`` has connected (``ROLE``). A server
+    that is no primary any more (demoted by a failover) answers as READONLY would: the
+    write goes to the new primary after the caller's retry."""
+    role = await client.execute_command("ROLE")
+    kind = role[0].decode() if isinstance(role[0], bytes) else str(role[0])
+    if kind != "master":
+        raise rex.ReadOnlyError("READONLY this Redis is a replica now (failover)")
+    return len(role[2]) if len(role) > 2 and isinstance(role[2], list) else 0
