@@ -59,6 +59,13 @@ class RedisProgram:
         if self.proc is not None:
             self.proc.send_signal(signal.SIGCONT)
 
+    def kill(self) -> None:
+        """SIGKILL: the machine it ran on died (nothing flushed, no goodbye to replicas)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.proc = None
+
     def stop(self) -> None:
         """Shut down (flushing an append-only file); a paused one is woken first."""
         if self.proc is not None and self.proc.poll() is None:

@@ -87,17 +87,35 @@ _NOW = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 """
-# Claim a room. KEYS: owner, epoch. ARGV: value, lease ms. 1 taken (or ours already: a
-# retry), 0 owned by another,
-# -1 Redis lost its data a moment ago: owners take their rooms back first.
-_CLAIM = _NOW + """
+# Redis stalled (every replica beats every third of a lease, so a beat older than
+# ARGV[stale] means nobody could reach it, or it stood still: SIGSTOP, a long fork, a
+# swap storm): while it stood, leases ran out on its clock that their owners could not
+# renew. Claims then wait one lease, as after a data loss, so the owners take their rooms
+# back first. KEYS[2]: epoch, KEYS[3]: beat. Sets ``stalled`` to 1 when it opened the wait.
+_STALL = """
+local stalled = 0
+local beat = redis.call('GET', KEYS[3])
+if beat and now - tonumber(beat) > tonumber(ARGV[3]) then
+  redis.call('SET', KEYS[2], now)
+  stalled = 1
+end
+redis.call('SET', KEYS[3], now)
+"""
+# Claim a room. KEYS: owner, epoch, beat. ARGV: value, lease ms, stale ms. 1 taken (or ours
+# already: a retry), 0 owned by another, -N: claims wait N ms more (Redis lost its data or
+# stalled a moment ago: owners take their rooms back first).
+_CLAIM = _NOW + _STALL + """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return 1 end  -- a retry of a claim that ran
 local epoch = redis.call('GET', KEYS[2])
-if not epoch then redis.call('SET', KEYS[2], now) return -1 end
-if now - tonumber(epoch) < tonumber(ARGV[2]) then return -1 end
+if not epoch then redis.call('SET', KEYS[2], now) return -tonumber(ARGV[2]) end
+local left = tonumber(ARGV[2]) - (now - tonumber(epoch))
+if left > 0 then return -left end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 return 0
 """
+# A replica's heartbeat (each lease round, rooms or none). KEYS: owner (unused), epoch,
+# beat. ARGV: -, -, stale ms.
+_BEAT = _NOW + _STALL + "return stalled"
 # Renew our lease. KEYS: owner, epoch. ARGV: value, lease ms. 1 renewed, 2 taken again
 # (it had run out, or Redis lost it), 0 another replica's now.
 _RENEW = _NOW + """
@@ -122,6 +140,18 @@ def probe(url: str, timeout: float = 3.0) -> None:
         ping(url, timeout)
     except (RuntimeError, ValueError) as exc:
         raise BusUnavailable(f"room bus {exc}") from None
+
+
+@dataclass(eq=False)
+class Lease:
+    """A room this replica owns on the bus: the talk, the owner key's value, and whether
+    the talk has ended and its end and release wait in the outbox. A releasing lease is
+    still renewed (never announced again): the room stays the talk's until its last finals
+    and its end are in the stream, so other replicas never end it ahead of them."""
+
+    talk: TalkInfo
+    value: str
+    releasing: bool = False
 
 
 @dataclass(eq=False)
@@ -158,7 +188,7 @@ class RedisBus:
         self.outbox = Outbox(f"room bus {redacted(url)}", on_up=self._writes_up,
                              on_error=on_error, on_pending=on_pending)
         self.supervisor = Supervisor(on_restart)
-        self.owned: dict[str, tuple[TalkInfo, str]] = {}  # room -> (talk, owner value)
+        self.owned: dict[str, Lease] = {}
         self.follows: dict[str, Follow] = {}
         self._loading: dict[str, asyncio.Future[None]] = {}
         self._missing: dict[tuple[str, str], float] = {}  # remote talk -> owner missing since
@@ -170,6 +200,7 @@ class RedisBus:
         self._on_up, self._on_error, self._on_skipped = on_up, on_error, on_skipped
         self.skipped = 0  # foreign or malformed entries skipped
         self._claim = self.client.register_script(_CLAIM)
+        self._beat = self._lease_client.register_script(_BEAT)
         self._renew = self._lease_client.register_script(_RENEW)
         self._release = self.client.register_script(_RELEASE)
         self._append = self.client.register_script(_APPEND)
@@ -196,11 +227,23 @@ class RedisBus:
     def _epoch(self) -> str:
         return f"{self.prefix}:epoch"
 
+    @property
+    def _beat_key(self) -> str:
+        return f"{self.prefix}:beat"
+
+    @property
+    def _stale_ms(self) -> int:
+        """A heartbeat older than this means Redis stood still (replicas beat every third
+        of a lease)."""
+        return self.lease_ms * 2 // 3
+
     # -- life ----------------------------------------------------------------------------
     async def start(self, listener: RoomListener) -> None:
         self.listener = listener
         try:
             await self.client.set(self._epoch, 0, nx=True)
+            # a starting replica is no sign of a stall: its first beat opens no wait
+            await self.client.set(self._beat_key, int(time.time() * 1000))
         except Exception as exc:  # noqa: BLE001 - any failure here: the server cannot start
             raise BusUnavailable(f"room bus {redacted(self.url)}: {describe(exc)}") from None
         self.supervisor.spawn("room-bus-outbox", self.outbox.run)
@@ -236,42 +279,74 @@ class RedisBus:
 
     # -- ownership -----------------------------------------------------------------------
     async def claim(self, talk: TalkInfo) -> None:
+        """Own ``talk.room`` for ``talk`` (``RoomTakenOnBus`` when another talk has it).
+        Right after Redis lost its data or stood still, claims wait (at most a lease and a
+        half) for the owners to take their rooms back, then are made: a rival is told the
+        room is taken, not that the bus is away. A claim whose answer never came may still
+        have run: it is released (in the outbox, in order), so it cannot hold the room."""
         value = json.dumps(talk.as_dict())
-        try:
-            async with self._lookups:
-                taken = int(await self._claim(keys=[self._owner(talk.room), self._epoch],
-                                              args=[value, self.lease_ms]))
-        except Exception as exc:  # noqa: BLE001 - every Redis failure is "not now"
-            raise BusUnavailable(f"room bus unavailable: {describe(exc)}") from None
-        if taken < 0:
-            raise BusUnavailable("room bus: Redis lost its data a moment ago; rooms that "
-                                 "were running are being taken back first")
+        keys = [self._owner(talk.room), self._epoch, self._beat_key]
+        deadline = time.monotonic() + self.lease_ms * 1.5 / 1000 + 1.0
+        while True:
+            try:
+                async with self._lookups:
+                    taken = int(await self._claim(keys=keys,
+                                                  args=[value, self.lease_ms, self._stale_ms]))
+            except Exception as exc:  # noqa: BLE001 - every Redis failure is "not now"
+                self._settle_claim(talk.room, value)
+                raise BusUnavailable(f"room bus unavailable: {describe(exc)}") from None
+            if taken >= 0:
+                break
+            wait_s = min(-taken / 1000, deadline - time.monotonic())
+            if wait_s <= 0:
+                raise BusUnavailable("room bus: Redis lost its data or stalled a moment ago; "
+                                     "rooms that were running are being taken back first")
+            await asyncio.sleep(wait_s + 0.05)
         if taken == 0:
             raise RoomTakenOnBus(f"room '{talk.room}' already has a speaker")
-        self.owned[talk.room] = (talk, value)
+        self.owned[talk.room] = Lease(talk, value)
         self._announce(talk, "start")
 
+    def _settle_claim(self, room: str, value: str) -> None:
+        """A claim that failed on the way may have run in Redis (a timeout after it was
+        sent): free the room if it holds that claim, so it does not block the room for a
+        lease or take it from a talk whose owner comes back."""
+        async def free() -> None:
+            await self._release(keys=[self._owner(room)], args=[value])
+
+        self._put(free, keep=True, what="unanswered claim's release")
+
     def _announce(self, talk: TalkInfo, marker: str) -> None:
-        self._append_entry(talk.room, talk.talk_id, marker,
-                           {"k": "start", "talk": talk.talk_id, "replica": self.instance,
-                            "info": json.dumps(talk.as_dict())}, what="talk start")
+        fields = {"k": "start", "talk": talk.talk_id, "replica": self.instance,
+                  "info": json.dumps(talk.as_dict())}
+        if marker != "start":
+            fields["again"] = "1"  # a talk announced again: its first start is older
+        self._append_entry(talk.room, talk.talk_id, marker, fields, what="talk start")
 
     def release(self, talk: TalkInfo) -> asyncio.Future[None] | None:
         """Free the room and end its talk for other replicas' viewers; never waits. The
         future completes when Redis has it (a caller may wait, bounded: a next speaker on
         another replica can claim the room only then)."""
-        owned = self.owned.get(talk.room)
-        if owned is None or owned[0].talk_id != talk.talk_id:
+        lease = self.owned.get(talk.room)
+        if lease is None or lease.talk.talk_id != talk.talk_id or lease.releasing:
             return None
-        del self.owned[talk.room]
+        lease.releasing = True  # renewed until the release lands: see ``Lease``
         fields = {"k": "end", "talk": talk.talk_id, "replica": self.instance}
         # the end entry first: a rival who takes the room at once finds the old talk over
         self._append_entry(talk.room, talk.talk_id, "end", fields, what="talk end")
 
         async def free() -> None:
-            await self._release(keys=[self._owner(talk.room)], args=[owned[1]])
+            await self._release(keys=[self._owner(talk.room)], args=[lease.value])
 
-        return self._put(free, keep=True, what="room release", wait=True)
+        done = self._put(free, keep=True, what="room release", wait=True)
+        assert done is not None
+
+        def released(_: asyncio.Future[None]) -> None:
+            if self.owned.get(talk.room) is lease:
+                del self.owned[talk.room]
+
+        done.add_done_callback(released)
+        return done
 
     # -- frames --------------------------------------------------------------------------
     def caption(self, talk: TalkInfo, payload: dict[str, Any], text: str) -> None:
@@ -343,53 +418,60 @@ class RedisBus:
             loading.set_result(None)
 
     async def _read_backlog(self, room: str) -> tuple[Follow, list[tuple[str, dict]]]:
-        """Where the streams end now, and the entries of the room's latest talk (oldest
-        first) if it is still running (its owner holds the room and it has not ended)."""
+        """Where the streams end now, and the entries of the talk that owns the room (oldest
+        first, its start first) unless it has ended. The owner key says which talk runs:
+        another talk's entries in the stream (an old talk's end flushed late by a replica
+        that lost its lease, a rival's) neither hide it nor end it."""
         try:
             async with self._lookups:
                 pipe = self.client.pipeline(transaction=False)
                 pipe.xrevrange(self._partials(room), count=1)
                 pipe.get(self._owner(room))
                 last_partial, owner = await pipe.execute()
-                last_id, entries = await self._latest_talk(room)
+                current = _talk_info(owner)
+                last_id, entries = await self._talk_entries(room, current)
         except Exception as exc:  # noqa: BLE001 - every Redis failure is "not now"
             raise BusUnavailable(f"room bus unavailable: {describe(exc)}") from None
-        current = _talk_info(owner)
         follow = Follow(finals_cursor=last_id,
                         partials_cursor=last_partial[0][0] if last_partial else "0-0")
-        running = (entries and current is not None
-                   and current.talk_id == entries[0][1].get("talk")
-                   and not any(f.get("k") == "end" for _, f in entries))
-        return follow, entries if running else []
+        return follow, entries
 
-    async def _latest_talk(self, room: str) -> tuple[str, list[tuple[str, dict]]]:
-        """The id of the room's last stream entry, and the entries of its latest talk from
-        its (first) start, oldest first; none when no start is within the bound."""
+    async def _talk_entries(self, room: str, talk: TalkInfo | None,
+                            ) -> tuple[str, list[tuple[str, dict]]]:
+        """The id of the room's last stream entry, and ``talk``'s entries from its first
+        start, oldest first; none when the talk has ended (or there is none). A start that
+        is not within the bound (``MAXLEN`` trimmed it in an all-day talk, or the owner's
+        start is still on its way) is made from the owner key's record of the talk, so a
+        late viewer follows it all the same."""
         key = self._finals(room)
         found: list[tuple[str, dict]] = []
-        upper, last_id, scanned, talk = "+", "0-0", 0, None
-        while scanned < FINALS_MAXLEN * 2:
+        upper, last_id, scanned, first_start = "+", "0-0", 0, False
+        while scanned < FINALS_MAXLEN * 2 and talk is not None and not first_start:
             batch = await self.client.xrevrange(key, max=upper, min="-", count=SCAN_BATCH)
             if not batch:
                 break
             if scanned == 0:
                 last_id = batch[0][0]
             for entry_id, fields in batch:
-                if talk is not None and fields.get("talk") != talk:
-                    found.reverse()  # an older talk's: the latest one starts after it
-                    return last_id, found
+                if not isinstance(fields, dict) or fields.get("talk") != talk.talk_id:
+                    continue  # another talk's (an old one's late end, a rival's)
+                if fields.get("k") == "end":
+                    return last_id, []
                 found.append((entry_id, fields))
-                if fields.get("k") == "start":
-                    talk = fields.get("talk")  # the talk's start (or one re-announce)
+                if fields.get("k") == "start" and not fields.get("again"):
+                    first_start = True
+                    break
             scanned += len(batch)
             upper = "(" + batch[-1][0]
             if len(batch) < SCAN_BATCH:
                 break
         if talk is None:
-            return last_id, []
+            last = await self.client.xrevrange(key, count=1)
+            return (last[0][0] if last else "0-0"), []
         found.reverse()
-        while found and found[0][1].get("k") != "start":
-            found.pop(0)
+        if not any(f.get("k") == "start" for _, f in found):
+            found.insert(0, ("0-0", {"k": "start", "talk": talk.talk_id, "replica": "",
+                                     "info": json.dumps(talk.as_dict())}))
         return last_id, found
 
     def _start_following(self, room: str, follow: Follow,
@@ -467,12 +549,17 @@ class RedisBus:
         if partial:
             newest: dict[str, dict] = {}
             for entry_id, fields in entries:
+                if _stream_id(entry_id) <= _stream_id(follow.partials_cursor):
+                    continue
                 follow.partials_cursor = entry_id
                 newest[str(fields.get("lang", ""))] = fields  # older ones are superseded
             for fields in newest.values():
                 self._apply_partial(room, follow, fields)
             return
         for entry_id, fields in entries:
+            # the reader and a lease check's catch-up may both read an entry: once
+            if _stream_id(entry_id) <= _stream_id(follow.finals_cursor):
+                continue
             follow.finals_cursor = entry_id
             self._apply_final(room, follow, fields, create=False)
 
@@ -541,12 +628,13 @@ class RedisBus:
 
     # -- leases --------------------------------------------------------------------------
     async def _keep_leases(self) -> None:
-        """Renew our rooms' leases; end remote talks whose owner is gone (its replica died
-        and its lease ran out)."""
+        """Beat, renew our rooms' leases, and end remote talks whose owner is gone (its
+        replica died and its lease ran out)."""
         every = max(self.lease_ms / 3000, 0.2)
         while True:
             await asyncio.sleep(every)
             try:
+                await self._heartbeat()
                 await self._renew_owned()
                 await self._check_remote()
             except Exception as exc:  # noqa: BLE001 - unavailable, or a bug to restart on
@@ -557,29 +645,43 @@ class RedisBus:
                 continue
             self._set_up("leases", True)
 
+    async def _heartbeat(self) -> None:
+        """Tell Redis this replica reaches it; the first beat after Redis stood still
+        makes claims wait a lease (``_STALL``)."""
+        stalled = int(await self._beat(keys=[self._owner(""), self._epoch, self._beat_key],
+                                       args=["", self.lease_ms, self._stale_ms]))
+        if stalled:
+            log.warning("room bus: Redis stood still longer than %.1f s; new claims wait a "
+                        "lease while running talks take their rooms back",
+                        self._stale_ms / 1000)
+
     async def _renew_owned(self) -> None:
-        for room, (talk, value) in list(self.owned.items()):
+        for room, lease in list(self.owned.items()):
             result = int(await self._renew(keys=[self._owner(room), self._epoch],
-                                           args=[value, self.lease_ms]))
-            if self.owned.get(room, (None, None))[1] != value:
+                                           args=[lease.value, self.lease_ms]))
+            if self.owned.get(room) is not lease:
                 continue  # released meanwhile
             if result == 0:
                 del self.owned[room]
+                if lease.releasing:
+                    continue  # the talk is over here anyway; its end is on its way
                 # room names are client text: never in a log line
                 log.error("room bus: a room this replica ran is another replica's now "
                           "(its lease ran out); its speaker is told")
                 if self.listener is not None:
-                    self.listener.lease_lost(room, talk.talk_id)
-            elif result == 2:
+                    self.listener.lease_lost(room, lease.talk.talk_id)
+            elif result == 2 and not lease.releasing:
                 self._retakes += 1
                 log.warning("room bus: a room taken again after its lease ran out or Redis "
                             "lost it; its talk is announced again")
-                self._announce(talk, f"start:{self._retakes}")
+                self._announce(lease.talk, f"start:{self._retakes}")
 
     async def _check_remote(self) -> None:
         """A remote talk is over when its room is another talk's, or has had no owner for
         a whole lease (a dead replica); a moment without one (Redis restarted and the
-        owner has not taken it back yet) is not the end."""
+        owner has not taken it back yet) is not the end. Before a talk is ended here, what
+        its stream holds is handed on (``_catch_up``): its last finals come before
+        ``ended``, however far behind the reader is."""
         listener = self.listener
         if listener is None:
             return
@@ -592,11 +694,29 @@ class RedisBus:
                 continue
             since = self._missing.setdefault((room, talk_id), now)
             if current is not None or now - since >= self.lease_ms / 1000:
-                log.info("room bus: a talk on another replica is over (its lease ran out)")
+                await self._catch_up(room)
+                log.info("room bus: a talk on another replica is over (its room is another "
+                         "talk's or its lease ran out)")
                 self._missing.pop((room, talk_id), None)
                 listener.remote_end(room, talk_id)
         for key in [k for k in self._missing if k not in followed]:
             del self._missing[key]
+
+    async def _catch_up(self, room: str) -> None:
+        """Hand on every entry of ``room``'s finals stream past where this replica is (the
+        reader may be a read behind): each is handed on once (``_deliver`` skips what is
+        behind a follow's cursor), whoever reads it first."""
+        follow = self.follows.get(room)
+        key = self._finals(room)
+        while follow is not None and self.follows.get(room) is follow:
+            async with self._lookups:
+                entries = await self.client.xrange(key, min=f"({follow.finals_cursor}",
+                                                   max="+", count=READ_COUNT)
+            if not entries:
+                return
+            self._deliver(key, entries, {room: follow})
+            if len(entries) < READ_COUNT:
+                return
 
     # -- writes --------------------------------------------------------------------------
     def _put(self, write: Callable[[], Awaitable[Any]], *, keep: bool, what: str,
@@ -612,6 +732,15 @@ class RedisBus:
         done = asyncio.get_running_loop().create_future() if wait else None
         self.outbox.put(Write(run, keep, what, done, size=size))
         return done
+
+
+def _stream_id(entry_id: Any) -> tuple[int, int]:
+    """A stream entry id (``ms-seq``) as a comparable pair; anything else sorts first."""
+    ms, _, seq = str(entry_id).partition("-")
+    try:
+        return int(ms), int(seq or 0)
+    except ValueError:
+        return -1, -1
 
 
 def _flat(fields: dict[str, str]) -> list[str]:

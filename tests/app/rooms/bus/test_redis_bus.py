@@ -8,6 +8,7 @@ background task restarted after a bug."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -579,6 +580,7 @@ def sentinel(tmp_path: Path):
             assert time.monotonic() < deadline, "the replica did not sync"
             time.sleep(0.1)
         watcher.replica_port = replica.port
+        watcher.servers = {primary.port: primary, replica.port: replica}
         yield watcher
     finally:
         if watcher is not None:
@@ -650,3 +652,269 @@ def test_viewers_joining_right_after_redis_dropped_every_connection_are_not_refu
             await bus.close(1)
 
     assert asyncio.run(scenario()) == 100
+
+
+def test_a_primary_killed_mid_talk_costs_seconds_not_the_replica_patience(
+        sentinel, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """The primary dies (SIGKILL) and Sentinel promotes its replica, which then has no
+    replica of its own: kept writes are made on it at once (nothing is left to confirm a
+    copy) instead of each waiting the whole patience for a replica that no longer exists.
+    With a patience of ten minutes, the talk's finals can only arrive within the test's
+    minute if no write waits for it; every final comes once, in order, and no ``ended``."""
+    from app.rooms import redis_client
+
+    monkeypatch.setattr(redis_client, "REPLICATION_PATIENCE_S", 600.0)
+    killed = sentinel.primary()
+
+    async def die() -> None:
+        primary = sentinel.servers[killed]
+        await asyncio.to_thread(primary.kill)
+
+    async def promoted() -> None:
+        deadline = time.monotonic() + 60
+        while sentinel.primary() == killed:
+            assert time.monotonic() < deadline, "Sentinel did not promote the replica"
+            await asyncio.sleep(0.2)
+
+    recent, frames = asyncio.run(_talk_through_a_fault(sentinel.url, die, promoted))
+    assert sentinel.primary() == sentinel.replica_port
+    assert _finals(recent + frames) == list(range(11))
+    assert not any(f.get("type") == "ended" for f in frames)
+
+
+def test_a_stall_past_the_lease_with_a_rival_claim_keeps_the_running_talk(
+        redis: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Redis stands still (SIGSTOP) for two leases while a rival speaker on the other
+    replica claims the room: leases run out on Redis's clock that nobody could renew. The
+    talk keeps its room (the rival is refused, told to retry or that it is taken), its
+    viewers get every final and no ``ended``, its speaker is not told it lost the room, and
+    a viewer who joins afterwards follows it."""
+    from app.rooms import redis_client
+
+    monkeypatch.setattr(redis_client, "SOCKET_TIMEOUT_S", 1.0)
+
+    async def scenario() -> tuple[list[dict], bool, str, str, list, list[dict]]:
+        a, b, reg_a, reg_b = await _started(redis.url, lease_s=1.5)
+        lost: list[tuple[str, str]] = []
+        reg_a.lease_lost = lambda room, talk: lost.append((room, talk))  # type: ignore
+        c = RedisBus(redis.url, "c", lease_s=1.5)
+        reg_c = RoomRegistry()
+        await c.start(reg_c)
+        try:
+            talk, viewer = await _running(a, b, reg_b)
+            redis.pause()
+            rival = asyncio.create_task(b.claim(_talk(ROOM, "b", "t2")))
+            a.caption(talk, *_caption(1, True))
+            await asyncio.sleep(3.0)  # two leases on Redis's clock
+            redis.resume()
+            try:
+                await rival
+                outcome = "given"
+            except BusUnavailable:
+                outcome = "retry"
+            except RoomTakenOnBus:
+                outcome = "taken"
+            await asyncio.sleep(3.0)  # two more leases: an early end would show now
+            for seg in range(2, 5):
+                a.caption(talk, *_caption(seg, True))
+            frames = await _frames(viewer, until_final=4)
+            owner = await c.current_talk(ROOM)
+            late, recent = await _watch(c, reg_c)
+            a.caption(talk, *_caption(5, True))
+            later = await _frames(late, until_final=5)
+            return (frames, viewer.queue.closed, outcome, owner.talk_id, lost,
+                    recent + later)
+        finally:
+            redis.resume()
+            await a.close(1)
+            await b.close(1)
+            await c.close(1)
+
+    frames, ended, outcome, owner, lost, late = asyncio.run(scenario())
+    assert outcome in ("retry", "taken") and owner == "t1" and lost == []
+    assert not ended and _finals(frames) == [1, 2, 3, 4]
+    assert _finals(late) == [0, 1, 2, 3, 4, 5]
+
+
+class SlowReplies:
+    """A TCP hop between the bus and Redis whose replies can be held up (a congested
+    network): commands reach Redis and run at once, their answers come ``delay_s`` late."""
+
+    def __init__(self, port: int) -> None:
+        self.target, self.delay_s = port, 0.0
+        self.server: asyncio.Server | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"redis://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/0"
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+    async def _serve(self, client_r: asyncio.StreamReader,
+                     client_w: asyncio.StreamWriter) -> None:
+        redis_r, redis_w = await asyncio.open_connection("127.0.0.1", self.target)
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter,
+                       held: bool) -> None:
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                while data := await src.read(65536):
+                    if held and self.delay_s:
+                        await asyncio.sleep(self.delay_s)
+                    dst.write(data)
+                    await dst.drain()
+            with contextlib.suppress(OSError):
+                dst.close()
+
+        await asyncio.gather(pump(client_r, redis_w, False), pump(redis_r, client_w, True))
+
+
+def test_a_claim_whose_answer_never_came_does_not_hold_the_room(
+        redis: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A claim runs in Redis but its answer comes after the client stopped waiting: the
+    speaker is told to retry, and the claim is released (in the outbox), so it does not
+    hold the room for a lease; the speaker's retry gets the room."""
+    from app.rooms import redis_client
+
+    monkeypatch.setattr(redis_client, "SOCKET_TIMEOUT_S", 1.0)
+
+    async def scenario() -> tuple[str, str | None, str | None, str]:
+        hop = SlowReplies(redis.port)
+        await hop.start()
+        bus = RedisBus(hop.url, "a", lease_s=30.0)
+        await bus.start(RoomRegistry())
+        try:
+            await bus.claim(_talk("warm-up", "a", "t0"))  # the script is loaded: one call
+            hop.delay_s = 2.0
+            try:
+                await bus.claim(_talk(ROOM, "a", "t1"))
+                first = "given"
+            except BusUnavailable:
+                first = "retry"
+            held = redis.cli("GET", f"livetrans:owner:{ROOM}")  # it ran
+            hop.delay_s = 0.0
+            assert await bus.outbox.drain(20)
+            left = redis.cli("GET", f"livetrans:owner:{ROOM}")
+            await bus.claim(_talk(ROOM, "a", "t2"))
+            return first, held, left, (await bus.current_talk(ROOM)).talk_id
+        finally:
+            await bus.close(1)
+            await hop.close()
+
+    first, held, left, owner = asyncio.run(scenario())
+    assert first == "retry" and held is not None and json.loads(held)["talk"] == "t1"
+    assert left is None and owner == "t2"
+
+
+def test_a_late_end_of_an_old_talk_does_not_hide_the_running_one(redis: RedisServer) -> None:
+    """A replica that lost its lease flushes its old talk's ``end`` after the room's new
+    talk started: a viewer joining then still follows the new talk, its finals so far
+    first."""
+    async def scenario() -> tuple[list[dict], list[dict], bool]:
+        a, b, _, reg_b = await _started(redis.url)
+        try:
+            talk = _talk(ROOM, "a", "t2")
+            await a.claim(talk)
+            a.caption(talk, *_caption(0, True))
+            assert await a.outbox.drain(5)
+            redis.cli("XADD", f"livetrans:finals:{ROOM}", "*", "k", "end", "talk", "t1",
+                      "replica", "old#1")
+            viewer, recent = await _watch(b, reg_b)
+            a.caption(talk, *_caption(1, True))
+            frames = await _frames(viewer, until_final=1)
+            return recent, frames, viewer.queue.closed
+        finally:
+            await a.close(1)
+            await b.close(1)
+
+    recent, frames, closed = asyncio.run(scenario())
+    assert _finals(recent) == [0] and _finals(frames) == [1] and not closed
+
+
+def test_a_viewer_joins_a_talk_whose_start_was_trimmed_away(redis: RedisServer) -> None:
+    """An all-day talk: ``MAXLEN`` cut its start from the stream. A viewer joining on the
+    other replica follows it all the same (languages from the owner's record of the talk),
+    with the finals still in the stream, then the next ones."""
+    async def scenario() -> tuple[list[dict], list[dict], tuple[str, ...]]:
+        a, b, _, reg_b = await _started(redis.url)
+        try:
+            talk = _talk(ROOM, "a")
+            await a.claim(talk)
+            for seg in range(6):
+                a.caption(talk, *_caption(seg, True))
+            assert await a.outbox.drain(5)
+            redis.cli("XTRIM", f"livetrans:finals:{ROOM}", "MAXLEN", "3")
+            viewer, recent = await _watch(b, reg_b)
+            a.caption(talk, *_caption(6, True))
+            frames = await _frames(viewer, until_final=6)
+            return recent, frames, tuple(reg_b.rooms[ROOM].langs)
+        finally:
+            await a.close(1)
+            await b.close(1)
+
+    recent, frames, langs = asyncio.run(scenario())
+    assert _finals(recent) == [3, 4, 5] and _finals(frames) == [6] and langs == ("de",)
+
+
+def test_finals_held_up_behind_a_talks_end_reach_viewers_before_ended(
+        redis: RedisServer) -> None:
+    """The speaker's replica cannot append to the stream for longer than the lease
+    (``NOPERM`` from an ACL being fixed: its writes wait in the outbox) while its talk
+    ends. The room stays the talk's until its last finals and its end are written, so the
+    other replica's viewer gets them all, then ``ended``, not ``ended`` first."""
+    async def scenario() -> tuple[list[dict], bool, bool]:
+        a, b, _, reg_b = await _started(redis.url, lease_s=1.0)
+        try:
+            talk, viewer = await _running(a, b, reg_b)
+            redis.cli("ACL", "SETUSER", "default", "-xadd")
+            for seg in range(1, 4):
+                a.caption(talk, *_caption(seg, True))
+            a.release(talk)
+            await asyncio.sleep(3.0)  # three leases
+            early = viewer.queue.closed
+            redis.cli("ACL", "SETUSER", "default", "+xadd")
+            frames = await _frames(viewer, until_final=3)
+            await _until(lambda: viewer.queue.closed, 10)
+            return frames, early, viewer.queue.closed
+        finally:
+            redis.cli("ACL", "SETUSER", "default", "+xadd")
+            await a.close(1)
+            await b.close(1)
+
+    frames, early, ended = asyncio.run(scenario())
+    assert not early and _finals(frames) == [1, 2, 3] and ended
+
+
+def test_the_lease_check_hands_on_a_talks_last_finals_before_ending_it(
+        redis: RedisServer) -> None:
+    """The room's next talk started while this replica's reader was still a read behind:
+    the lease check, which sees the owner changed, hands the old talk's last finals to its
+    viewer before ``ended``; the reader, catching up later, repeats none of them."""
+    async def scenario() -> tuple[list[dict], list[dict]]:
+        a, b, _, reg_b = await _started(redis.url, lease_s=1.0)
+        try:
+            talk, viewer = await _running(a, b, reg_b)
+            reader = b.supervisor.tasks["room-bus-reader"]
+            reader.cancel()  # the reader falls behind: only the lease check reads on
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+            for seg in range(1, 4):
+                a.caption(talk, *_caption(seg, True))
+            await a.release(talk)
+            await a.claim(_talk(ROOM, "a", "t2"))
+            frames = await _frames(viewer, until_final=3)
+            await _until(lambda: viewer.queue.closed, 10)
+            await b._catch_up(ROOM)  # the reader's late read: nothing again
+            late = [json.loads(f.text) for f in viewer.queue.frames]
+            return frames, late
+        finally:
+            await a.close(1)
+            await b.close(1)
+
+    frames, late = asyncio.run(scenario())
+    assert _finals(frames) == [1, 2, 3] and _finals(late) == []
