@@ -30,7 +30,8 @@ stopped growing, its playlist stays the last live one; then it ends.
 **Caches** (this replica's, never the truth): a talk's cues per language, reused only when
 fetched after the segment asked for was published (so a cached fetch never lacks a cue the
 segment must hold), and rendered segments (they never change; see ``app.rooms.hls``).
-Viewers asking at once share one read of the store.
+Viewers asking at once share one read of the store, and players refreshing a room's
+playlist at once share one read of its talks.
 """
 
 from __future__ import annotations
@@ -171,6 +172,7 @@ class HlsSource:
         self._loading: dict[tuple[str, str, str], asyncio.Future[None]] = {}
         self._segments: OrderedDict[tuple[Any, ...], str] = OrderedDict()
         self._edges_sent: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._talks_reads: dict[str, asyncio.Future[tuple[list[TalkRecord], str | None]]] = {}
 
     # -- talks ---------------------------------------------------------------------------
     async def running_talk(self, room: str) -> TalkRecord | None:
@@ -191,7 +193,26 @@ class HlsSource:
 
     async def talks(self, room: str) -> tuple[list[TalkRecord], str | None]:
         """The room's talks, oldest first, and the id of the running one (None: none
-        runs). A talk just started may not be in the store yet: it is added from the bus."""
+        runs). Every player of a room asks this at each playlist refresh: requests that
+        come while a read is under way share it (one read of the bus and the store in
+        flight per room, however many players), so a crowd queues on nothing."""
+        read = self._talks_reads.get(room)
+        if read is None:
+            read = asyncio.ensure_future(self._read_talks(room))
+            self._talks_reads[room] = read
+
+            def settled(done: asyncio.Future[Any]) -> None:
+                if self._talks_reads.get(room) is done:
+                    del self._talks_reads[room]
+                if not done.cancelled():
+                    done.exception()  # retrieved here too: every asker may have left
+
+            read.add_done_callback(settled)
+        return await asyncio.shield(read)
+
+    async def _read_talks(self, room: str) -> tuple[list[TalkRecord], str | None]:
+        """One read of the room's talks. A talk just started may not be in the store yet:
+        it is added from the bus."""
         running = await self.running_talk(room)
         try:
             records = list(await self.store.talks(room))

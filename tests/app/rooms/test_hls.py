@@ -225,3 +225,29 @@ def test_the_live_edge_on_redis_is_shared_and_only_grows(tmp_path: Path) -> None
 
     with redis_server(tmp_path) as redis:
         asyncio.run(run(redis.url))
+
+
+def test_players_refreshing_at_once_share_one_read_of_the_talks(tmp_path: Path) -> None:
+    """A crowd of players asks a room's playlist at once: one read of its talks is in
+    flight, the rest share its answer; the next refresh reads again (nothing stale kept)."""
+    async def run() -> tuple[int, int, set[tuple[str, ...]]]:
+        store = open_transcripts(tmp_path)
+        t0 = float(int(time.time()) - 1000)
+        await store.start_talk(TalkRecord(ROOM, TALK, t0, ("de",)))
+        reads = 0
+        talks = store.talks
+
+        async def counted(room: str):  # noqa: ANN202 - the store's own answer, counted
+            nonlocal reads
+            reads += 1
+            return await talks(room)
+
+        store.talks = counted  # type: ignore[method-assign]
+        source = _source(store, MemoryEdgeMarks(), Clock(t0 + 20.0))
+        answers = await asyncio.gather(*(source.talks(ROOM) for _ in range(50)))
+        first = reads
+        await source.talks(ROOM)
+        return first, reads, {tuple(r.talk_id for r in got) for got, _ in answers}
+
+    first, after, seen = asyncio.run(run())
+    assert first == 1 and after == 2 and seen == {(TALK,)}
