@@ -56,6 +56,8 @@ class RedisSentinel(RedisProgram):
         super().__init__()
         self.workdir = workdir
         self.primary_port = primary_port
+        self.replica_port: int | None = None
+        self.servers: dict[int, RedisServer] = {}  # port -> server, to kill one
 
     @property
     def url(self) -> str:
@@ -86,3 +88,32 @@ class RedisSentinel(RedisProgram):
 
     def failover(self) -> None:
         self.cli("SENTINEL", "failover", self.SERVICE)
+
+
+@contextmanager
+def sentinel_watching_a_pair(workdir: Path) -> Iterator[RedisSentinel]:
+    """Debian's redis-sentinel watching a primary and its synced replica, ready to fail
+    over: ``servers`` maps each port to its server (to kill one), ``replica_port`` names
+    the replica."""
+    primary = RedisServer(workdir / "primary")
+    primary.start()
+    replica = RedisServer(workdir / "replica", replica_of=primary.port)
+    watcher = None
+    try:
+        replica.start()
+        watcher = RedisSentinel(workdir / "sentinel", primary.port)
+        watcher.start()
+        watcher.wait_for_replicas(1)
+        deadline = time.monotonic() + 30  # the replica has the primary's data (synced)
+        while replica.cli("INFO", "replication").get("master_link_status") != "up":
+            if time.monotonic() > deadline:
+                raise RuntimeError("the replica did not sync")
+            time.sleep(0.1)
+        watcher.replica_port = replica.port
+        watcher.servers = {primary.port: primary, replica.port: replica}
+        yield watcher
+    finally:
+        if watcher is not None:
+            watcher.stop()
+        replica.stop()
+        primary.stop()

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 import websockets
 
 from tests.conftest import LiveServer
-from tests.redis_server import RedisServer, redis_server
+from tests.redis_server import RedisServer, redis_server, sentinel_watching_a_pair
 from tests.server_process import serve_process
 
 SENTENCES = ["Good morning everyone.", "Thank you for coming.", "Let us begin.",
@@ -389,3 +390,103 @@ def test_a_rival_speaker_on_the_other_replica_leaves_the_winners_viewers_alone(
     for frames in views:
         seen = [(f["segment"], f["text"]) for f in _finals(frames[0]["recent"] + frames[1:])]
         assert seen == said and frames[-1]["type"] == "ended"
+
+
+def _primary_killed(sentinel) -> tuple:  # noqa: ANN001
+    """(inject, heal) SIGKILL the primary; heal: Sentinel has promoted its replica."""
+    killed = sentinel.primary()
+
+    def inject(_: object) -> None:
+        sentinel.servers[killed].kill()
+
+    def heal(_: object) -> None:
+        deadline = time.monotonic() + 60
+        while sentinel.primary() == killed:
+            assert time.monotonic() < deadline, "Sentinel did not promote the replica"
+            time.sleep(0.2)
+
+    return inject, heal
+
+
+@pytest.mark.parametrize("fault", ["primary killed (Sentinel)", "stalled past the lease"])
+def test_a_viewer_on_each_replica_and_one_after_the_fault_get_every_final(
+        tmp_path: Path, fault: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two real replicas; a speaker on a, a viewer on each replica from the start and one
+    on b that joins after the fault. The primary SIGKILLed mid-talk (Sentinel promotes its
+    replica, which has none of its own), or Redis standing still for longer than the lease
+    while a rival speaker on b asks for the room: every final reaches every viewer once
+    and in order, ``ended`` only after the talk's last final, the rival is refused, and the
+    room has one owner, the talk's."""
+    from app.rooms import redis_client
+
+    monkeypatch.setattr(redis_client, "SOCKET_TIMEOUT_S", 1.0)
+    room = _room()
+    with contextlib.ExitStack() as stack:
+        if fault.startswith("primary"):
+            sentinel = stack.enter_context(sentinel_watching_a_pair(tmp_path / "redis"))
+            url, (inject, heal) = sentinel.url, _primary_killed(sentinel)
+            owner_of = lambda: sentinel.servers[sentinel.primary()].cli(  # noqa: E731
+                "GET", f"livetrans:owner:{room}")
+        else:
+            redis = stack.enter_context(redis_server(tmp_path / "redis", persist=True))
+            url = redis.url
+            inject, heal = (lambda _: redis.pause()), (lambda _: redis.resume())
+            owner_of = lambda: redis.cli("GET", f"livetrans:owner:{room}")  # noqa: E731
+        common = {"room_bus": url, "parallel": 2, "room_lease_s": 2.0}
+        a = stack.enter_context(LiveServer(replica_id="a", **common))
+        b = stack.enter_context(LiveServer(replica_id="b", **common))
+
+        async def main() -> tuple[list[dict], list[list[dict]], dict, str | None]:
+            spoken: list[dict] = []
+            views: list[list[dict]] = [[], [], []]
+            watch = f"/v1/live/watch?room={room}&lang=de"
+            async with websockets.connect(_ws(a, "/v1/live"), max_size=None) as ws:
+                await ws.send(json.dumps({"type": "start", "target_lang": "de",
+                                          "room": room, "drafters": []}))
+                assert json.loads(await ws.recv())["type"] == "ready"
+                viewers = [asyncio.create_task(_watch(_ws(a, watch), views[0])),
+                           asyncio.create_task(_watch(_ws(b, watch), views[1]))]
+                await asyncio.wait_for(asyncio.gather(_joined(views[0]), _joined(views[1])),
+                                       60)
+                await _speak(ws, 0, SENTENCES[0])
+                await _until_finals(ws, spoken, 1)
+                await asyncio.to_thread(inject, None)
+                rival_said: dict = {}
+
+                async def rival() -> None:
+                    async with websockets.connect(_ws(b, "/v1/live"), max_size=None) as r:
+                        await r.send(json.dumps({"type": "start", "target_lang": "de",
+                                                 "room": room}))
+                        rival_said.update(json.loads(await r.recv()))
+
+                rival_task = asyncio.create_task(rival())
+                for seg, text in enumerate(SENTENCES[1:3], start=1):
+                    await _speak(ws, seg, text)
+                await _until_finals(ws, spoken, 3)  # the speaker's own captions go on
+                await asyncio.sleep(4.0)  # two leases
+                await asyncio.to_thread(heal, None)
+                await asyncio.wait_for(rival_task, 60)
+                viewers.append(asyncio.create_task(_watch(_ws(b, watch), views[2])))
+                await asyncio.wait_for(_joined(views[2]), 60)
+                for seg, text in enumerate(SENTENCES[3:], start=3):
+                    await _speak(ws, seg, text)
+                await _until_finals(ws, spoken, len(SENTENCES))
+                owner = await asyncio.to_thread(owner_of)
+                await ws.send(json.dumps({"type": "stop"}))
+                async with asyncio.timeout(60):
+                    while spoken[-1].get("type") != "done":
+                        spoken.append(json.loads(await ws.recv()))
+            await asyncio.wait_for(asyncio.gather(*viewers), 90)
+            return spoken, views, rival_said, owner
+
+        spoken, views, rival_said, owner = asyncio.run(main())
+    said = [(f["segment"], f["text"]) for f in _finals(spoken)]
+    assert [s for s, _ in said] == list(range(len(SENTENCES)))
+    assert rival_said.get("type") == "error"
+    assert rival_said.get("code") in ("room_taken", "room_bus_unavailable")
+    assert owner is not None and json.loads(owner)["replica"] == "a"
+    for frames in views:
+        assert frames[0]["type"] == "joined" and frames[-1]["type"] == "ended"
+        seen = [(f["segment"], f["text"]) for f in _finals(frames[0]["recent"] + frames[1:])]
+        assert seen == said  # every final once, in order, on each replica
+        assert [f["type"] for f in frames].count("ended") == 1

@@ -22,7 +22,7 @@ from app.rooms.bus import redis_bus as redis_bus_module
 from app.rooms.bus.base import BusUnavailable, RoomTakenOnBus, TalkInfo
 from app.rooms.bus.redis_bus import RedisBus, probe
 from app.rooms.registry import RoomRegistry, RoomTakenError
-from tests.redis_server import RedisServer, redis_server
+from tests.redis_server import RedisServer, redis_server, sentinel_watching_a_pair
 
 BOUNDS = {"max_viewers": 9, "max_per_room": 9}
 ROOM = "keynote"
@@ -564,29 +564,8 @@ def test_an_unreachable_redis_is_one_line(tmp_path: Path) -> None:
 @pytest.fixture()
 def sentinel(tmp_path: Path):
     """Debian's redis-sentinel watching a primary and its replica, ready to fail over."""
-    from tests.redis_server import RedisSentinel
-
-    primary = RedisServer(tmp_path / "primary")
-    primary.start()
-    replica = RedisServer(tmp_path / "replica", replica_of=primary.port)
-    watcher = None
-    try:
-        replica.start()
-        watcher = RedisSentinel(tmp_path / "sentinel", primary.port)
-        watcher.start()
-        watcher.wait_for_replicas(1)
-        deadline = time.monotonic() + 30  # the replica has the primary's data (synced)
-        while replica.cli("INFO", "replication").get("master_link_status") != "up":
-            assert time.monotonic() < deadline, "the replica did not sync"
-            time.sleep(0.1)
-        watcher.replica_port = replica.port
-        watcher.servers = {primary.port: primary, replica.port: replica}
+    with sentinel_watching_a_pair(tmp_path) as watcher:
         yield watcher
-    finally:
-        if watcher is not None:
-            watcher.stop()
-        replica.stop()
-        primary.stop()
 
 
 def test_every_final_once_in_order_through_a_sentinel_failover(sentinel) -> None:  # noqa: ANN001
