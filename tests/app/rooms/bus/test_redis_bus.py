@@ -897,3 +897,44 @@ def test_the_lease_check_hands_on_a_talks_last_finals_before_ending_it(
 
     frames, late = asyncio.run(scenario())
     assert _finals(frames) == [1, 2, 3] and _finals(late) == []
+
+
+def test_many_talks_in_a_row_in_one_room_are_never_refused(redis: RedisServer) -> None:
+    """A room used all day: 205 talks one after another on one replica while a crowd
+    downloads transcripts from the same replica (the store shares the bus's pool), and a
+    viewer on the other replica. Each talk gets the room (the last one's release lands
+    before ``finish`` returns), its finals reach the viewer once, and no download fails."""
+    from app.rooms.talk import Talk
+    from app.rooms.transcripts.redis_store import RedisTranscriptStore
+
+    async def scenario() -> tuple[int, list[int], int, int]:
+        a, b, reg_a, reg_b = await _started(redis.url)
+        store = RedisTranscriptStore(a.client)
+        refused, ok, failed = 0, 0, 0
+        got: list[int] = []
+        try:
+            for n in range(205):
+                talk = Talk(reg_a, object(), a, None, "a")
+                crowd = [asyncio.ensure_future(store.lines(ROOM, "t1", "de"))
+                         for _ in range(40)]
+                try:
+                    await talk.open(ROOM, ["de"])
+                except (BusUnavailable, RoomTakenOnBus, RoomTakenError):
+                    refused += 1
+                    continue
+                finally:
+                    answers = await asyncio.gather(*crowd, return_exceptions=True)
+                    failed += sum(isinstance(x, BaseException) for x in answers)
+                viewer, _ = await _watch(b, reg_b)
+                a.caption(talk.info, *_caption(n, True))
+                got += _finals(await _frames(viewer, until_final=n))
+                await talk.finish()
+                reg_b.leave(viewer)
+                ok += 1
+            return refused, got, ok, failed
+        finally:
+            await a.close(1)
+            await b.close(1)
+
+    refused, got, ok, failed = asyncio.run(scenario())
+    assert refused == 0 and failed == 0 and ok == 205 and got == list(range(205))
