@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 from typing import Any, Protocol
 
+from app.live.commits import CommitListener
 from app.live.frames import encode_frame
 from app.live.speaker_socket import SpeakerSocket
 from app.rooms.talk import Talk
@@ -36,6 +37,8 @@ class CaptionPublisher:
         self.send_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task] = set()  # frames sent from outside a reader's turn
         self.pushes: PushStats | None = None  # set by 'start' when it names outputs
+        # told of each commit (``app.live.commits``): a voice, the realtime API's deltas
+        self.commit_listeners: list[CommitListener] = []
 
     def _room_lost(self) -> None:
         """The bus found this talk's room owned by another replica (Redis was away longer

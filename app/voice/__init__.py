@@ -1,0 +1,1 @@
+"""Voices: translated text spoken aloud (Piper, espeak-ng, Kokoro), behind one seam."""
