@@ -116,14 +116,18 @@ return 0
 # A replica's heartbeat (each lease round, rooms or none). KEYS: owner (unused), epoch,
 # beat. ARGV: -, -, stale ms.
 _BEAT = _NOW + _STALL + "return stalled"
-# Renew our lease. KEYS: owner, epoch. ARGV: value, lease ms. 1 renewed, 2 taken again
-# (it had run out, or Redis lost it), 0 another replica's now.
+# Renew our lease. KEYS: owner, epoch. ARGV: value, lease ms, '1' to take the room again
+# when the lease ran out ('0' for a talk being released: its release may just have landed).
+# 1 renewed, 2 taken again (it had run out, or Redis lost it), 3 gone (not taken again),
+# 0 another replica's now.
 _RENEW = _NOW + """
 if not redis.call('GET', KEYS[2]) then redis.call('SET', KEYS[2], now) end
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
-if not v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 2 end
-return 0
+if v then return 0 end
+if ARGV[3] ~= '1' then return 3 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 2
 """
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -146,8 +150,9 @@ def probe(url: str, timeout: float = 3.0) -> None:
 class Lease:
     """A room this replica owns on the bus: the talk, the owner key's value, and whether
     the talk has ended and its end and release wait in the outbox. A releasing lease is
-    still renewed (never announced again): the room stays the talk's until its last finals
-    and its end are in the stream, so other replicas never end it ahead of them."""
+    still renewed while it is ours (never taken again once gone, never announced again):
+    the room stays the talk's until its last finals and its end are in the stream, so other
+    replicas never end it ahead of them."""
 
     talk: TalkInfo
     value: str
@@ -657,8 +662,9 @@ class RedisBus:
 
     async def _renew_owned(self) -> None:
         for room, lease in list(self.owned.items()):
+            retake = "0" if lease.releasing else "1"
             result = int(await self._renew(keys=[self._owner(room), self._epoch],
-                                           args=[lease.value, self.lease_ms]))
+                                           args=[lease.value, self.lease_ms, retake]))
             if self.owned.get(room) is not lease:
                 continue  # released meanwhile
             if result == 0:
@@ -670,7 +676,7 @@ class RedisBus:
                           "(its lease ran out); its speaker is told")
                 if self.listener is not None:
                     self.listener.lease_lost(room, lease.talk.talk_id)
-            elif result == 2 and not lease.releasing:
+            elif result == 2:
                 self._retakes += 1
                 log.warning("room bus: a room taken again after its lease ran out or Redis "
                             "lost it; its talk is announced again")

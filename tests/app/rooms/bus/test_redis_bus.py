@@ -939,3 +939,27 @@ def test_many_talks_in_a_row_in_one_room_are_never_refused(redis: RedisServer) -
 
     refused, got, ok, failed = asyncio.run(scenario())
     assert refused == 0 and failed == 0 and ok == 205 and got == list(range(205))
+
+
+def test_a_renewal_crossing_a_release_does_not_take_the_room_again(
+        redis: RedisServer) -> None:
+    """The lease keeper renews a talk whose release has just landed (the release's answer
+    and the renewal crossed): the room stays free for the next speaker, on any replica."""
+    async def scenario() -> tuple[object, str]:
+        a, b, _, _ = await _started(redis.url)
+        try:
+            talk = _talk(ROOM, "a")
+            await a.claim(talk)
+            lease = a.owned[ROOM]
+            await a.release(talk)
+            a.owned[ROOM] = lease  # as if the renewal had read the list just before
+            await a._renew_owned()
+            left = redis.cli("GET", f"livetrans:owner:{ROOM}")
+            await b.claim(_talk(ROOM, "b", "t2"))
+            return left, (await b.current_talk(ROOM)).talk_id
+        finally:
+            await a.close(1)
+            await b.close(1)
+
+    left, owner = asyncio.run(scenario())
+    assert left is None and owner == "t2"
