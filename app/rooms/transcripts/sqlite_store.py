@@ -1,28 +1,20 @@
 """Transcripts in a SQLite file (``--data-dir``/transcripts.sqlite3): the default store of a
 server without a room bus.
 
-One connection, used only from one worker thread: the event loop hands it each operation
-(``run_in_executor``) and never waits on the disk itself, and SQLite never sees two threads.
-WAL mode, so a reader (a download) does not block the writer (the recorder) and a crash
-loses at most the transactions not yet committed, never the file. Each write is one
-transaction: a line and the bound it is checked against cannot disagree.
+The file is kept by one worker thread (``app.rooms.sqlite_file``: WAL, one connection).
+Each write is one transaction: a line and the bound it is checked against cannot disagree.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, TypeVar
 
 import app.rooms.transcripts.store as bounds
+from app.rooms.sqlite_file import SqliteFile
 from app.rooms.transcripts.store import (
     FullWarnings,
     TalkRecord,
@@ -34,7 +26,6 @@ from app.rooms.transcripts.store import (
 )
 
 log = logging.getLogger("livetrans.transcripts")
-T = TypeVar("T")
 
 FILE_NAME = "transcripts.sqlite3"
 SCHEMA_VERSION = 1
@@ -67,11 +58,6 @@ class TranscriptDirError(OSError):
     message is one line naming the folder, fit for ``serve`` to print and exit."""
 
 
-def _one_line(exc: BaseException) -> str:
-    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-    return " ".join(text.split())[:200] or type(exc).__name__
-
-
 class SqliteTranscriptStore:
     """``TranscriptStore`` on a SQLite file; survives a restart (open the same file)."""
 
@@ -83,39 +69,14 @@ class SqliteTranscriptStore:
         self.max_talks = max_talks if max_talks is not None else bounds.MAX_TALKS_PER_ROOM
         self.max_lines = max_lines if max_lines is not None else bounds.MAX_LINES_PER_TALK
         self._full = FullWarnings(log)
-        self._conn: sqlite3.Connection | None = None
-        self._closed = False
-        folder = self.path.parent
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise TranscriptDirError(
-                f"transcripts: cannot create the data folder {folder}: {_one_line(exc)} "
-                "(set --data-dir to a writable folder)") from None
-        # the connection is made on the worker thread, the only one that ever uses it; made
-        # now (waiting) so a folder that cannot hold the file is refused at start-up
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="transcripts")
-        try:
-            self._pool.submit(self._open).result()
-        except (OSError, sqlite3.Error) as exc:
-            self._pool.shutdown(wait=True)
-            raise TranscriptDirError(
-                f"transcripts: cannot write {self.path.name} in the data folder {folder}: "
-                f"{_one_line(exc)} (set --data-dir to a writable folder)") from None
+        self._file = SqliteFile(self.path, _SCHEMA, what="transcripts",
+                                dir_error=TranscriptDirError,
+                                unavailable=TranscriptUnavailable, on_open=self._opened)
 
     # -- the worker thread ---------------------------------------------------------------
-    def _open(self) -> None:
-        conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")  # durable across a crash in WAL mode
-            conn.executescript(_SCHEMA)
-            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn
-        with self._transaction() as tx:
+    def _opened(self, file: SqliteFile) -> None:
+        file.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        with file.transaction() as tx:
             self._expire(tx)
 
     def _expire(self, conn: sqlite3.Connection) -> None:
@@ -127,22 +88,6 @@ class SqliteTranscriptStore:
         conn.execute("DELETE FROM lines WHERE (room, talk_id) IN "
                      "(SELECT room, talk_id FROM talks WHERE started_at < ?)", (cutoff,))
         conn.execute("DELETE FROM talks WHERE started_at < ?", (cutoff,))
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn
-        assert conn is not None
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            # a failed COMMIT (disk full) leaves the transaction open: the next write would
-            # find it, so it is rolled back whatever failed
-            if conn.in_transaction:
-                with suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            raise
 
     def _evict(self, conn: sqlite3.Connection, room: str) -> None:
         """Past ``max_talks`` talks in ``room``, the oldest go, with their lines."""
@@ -172,14 +117,14 @@ class SqliteTranscriptStore:
                          (json.dumps(list(merged)), room, talk_id))
 
     def _start_talk(self, talk: TalkRecord) -> None:
-        with self._transaction() as conn:
+        with self._file.transaction() as conn:
             self._touch_talk(conn, talk.room, talk.talk_id, clean_epoch(talk.started_at),
                              tuple(talk.langs))
 
     def _add(self, room: str, talk_id: str, lang: str, line: TranscriptLine) -> bool:
         """Keep the line (replacing an earlier one of its segment); False when the talk's
         transcript in ``lang`` is full."""
-        with self._transaction() as conn:
+        with self._file.transaction() as conn:
             # a line of a talk this store never saw (a start lost with a disk error): keep
             # it under a talk started as long ago as the line says
             self._touch_talk(conn, room, talk_id, time.time() - line.end_s, (lang,))
@@ -202,8 +147,7 @@ class SqliteTranscriptStore:
             return True
 
     def _talks(self, room: str) -> list[TalkRecord]:
-        assert self._conn is not None
-        rows = self._conn.execute(
+        rows = self._file.conn.execute(
             "SELECT talk_id, started_at, langs FROM talks WHERE room = ? AND started_at >= ? "
             "ORDER BY started_at, rowid",
             (room, bounds.expired_before(self.retention_s))).fetchall()
@@ -211,48 +155,25 @@ class SqliteTranscriptStore:
                            langs=tuple(json.loads(langs))) for talk_id, started_at, langs in rows]
 
     def _lines(self, room: str, talk_id: str, lang: str) -> list[TranscriptLine]:
-        assert self._conn is not None
-        rows = self._conn.execute(
+        rows = self._file.conn.execute(
             "SELECT segment, start_s, end_s, source, text FROM lines "
             "WHERE room = ? AND talk_id = ? AND lang = ? ORDER BY segment",
             (room, talk_id, lang)).fetchall()
         return [TranscriptLine(*row) for row in rows]
 
-    def _close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
     # -- the event loop ------------------------------------------------------------------
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._closed:
-            raise TranscriptUnavailable("the transcript store is closed")
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._pool, functools.partial(fn, *args))
-        except sqlite3.OperationalError as exc:
-            # locked, disk full, I/O error: the recorder keeps the line and retries
-            raise TranscriptUnavailable(f"transcript store {self.path.name}: "
-                                        f"{_one_line(exc)}") from None
-
     async def start_talk(self, talk: TalkRecord) -> None:
-        await self._run(self._start_talk, talk)
+        await self._file.run(self._start_talk, talk)
 
     async def add(self, room: str, talk_id: str, lang: str, line: TranscriptLine) -> None:
-        if not await self._run(self._add, room, talk_id, lang, clean_line(line)):
+        if not await self._file.run(self._add, room, talk_id, lang, clean_line(line)):
             self._full.refused(room, talk_id, lang, self.max_lines)
 
     async def talks(self, room: str) -> list[TalkRecord]:
-        return await self._run(self._talks, room)
+        return await self._file.run(self._talks, room)
 
     async def lines(self, room: str, talk_id: str, lang: str) -> list[TranscriptLine]:
-        return await self._run(self._lines, room, talk_id, lang)
+        return await self._file.run(self._lines, room, talk_id, lang)
 
     async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._pool, self._close)
-        finally:
-            self._pool.shutdown(wait=True)
+        await self._file.close()

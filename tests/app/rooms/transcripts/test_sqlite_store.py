@@ -85,9 +85,10 @@ def test_the_file_is_in_wal_mode_and_the_connection_stays_on_its_worker(
     with closing(sqlite3.connect(tmp_path / FILE_NAME)) as other:
         assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     # the event loop's thread never touches the connection: SQLite's own check says so
-    assert store._conn is not None
+    conn = store._file._conn  # app.rooms.sqlite_file keeps it
+    assert conn is not None
     with pytest.raises(sqlite3.ProgrammingError):
-        store._conn.execute("SELECT 1")
+        conn.execute("SELECT 1")
     asyncio.run(store.close())
 
 
