@@ -12,10 +12,10 @@ import asyncio
 import contextlib
 from typing import Any, Protocol
 
-from app.live.commits import CommitListener
 from app.live.frames import encode_frame
 from app.live.speaker_socket import SpeakerSocket
 from app.rooms.talk import Talk
+from app.translation.commits import CommitListener
 
 
 class PushStats(Protocol):

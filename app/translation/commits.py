@@ -3,11 +3,11 @@
 A connection in ``"display": "append"`` mode (and the realtime translation API) gets its
 translation as committed text that only grows (``commit`` frames, API.md "Append-only
 text and voices"). The commit policy decides what is stable (``app.translation``); this
-module is the seam between it and whoever consumes commits on a live connection: the
-speaker's socket, the talk's room, a voice that speaks each committed phrase, the realtime
-API's transcript and audio deltas. A consumer registers a ``CommitListener`` on the
-connection's ``CaptionPublisher`` (``commit_listeners``) and is told of every commit, in
-order per (segment, language).
+module is the seam between it and whoever consumes commits: the speaker's socket, the
+talk's room, a voice that speaks each committed phrase (``app.voice``, below the live
+layer, hence here), the realtime API's transcript and audio deltas. A consumer registers a
+``CommitListener`` on a live connection's ``CaptionPublisher`` (``commit_listeners``) and
+is told of every commit, in order per (segment, language).
 """
 
 from __future__ import annotations
