@@ -22,7 +22,7 @@ from asgi_correlation_id import CorrelationIdMiddleware, correlation_id
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 
-from app.api import chat, hls, live, models, transcripts, watch, whip
+from app.api import chat, hls, live, models, realtime, transcripts, watch, whip
 from app.api import qr as qr_codes
 from app.api import viewer_tokens as room_viewer_tokens
 from app.api.errors import error_response, install_error_handlers
@@ -229,10 +229,11 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
     app.include_router(hls.router)  # ... and a room's HLS subtitle renditions
     app.include_router(room_viewer_tokens.router)  # room viewer tokens (API key)
     app.include_router(whip.router)  # WHIP publishers (Bearer auth, as /v1 routes)
+    app.include_router(realtime.router)  # OpenAI's realtime translation (key or secret)
     labelled = label_routes([*hls.router.routes,
                              *app.router.routes, *chat.router.routes, *models.router.routes,
                              *live.router.routes, *watch.router.routes,
                              *transcripts.router.routes, *qr_codes.router.routes,
                              *room_viewer_tokens.router.routes,
-                             *whip.router.routes])
+                             *whip.router.routes, *realtime.router.routes])
     return app

@@ -36,13 +36,14 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from app.speech.decode_order import BEHIND_S, choose
+from app.speech.language_id import LanguageProbe
 from app.speech.recognizer import SAMPLE_RATE, Recognizer, SpeechEvent
 from app.speech.whisper_stream import Decode, StreamingWhisper, load_whisper
 
@@ -156,6 +157,14 @@ class SpeechRecognition:
         self._streams.add(stream)
         self._share()
         return stream
+
+    async def detect_language(self, audio: np.ndarray,
+                              allowed: Collection[str]) -> str | None:
+        """The language Whisper hears in ``audio`` (16 kHz float32), among ``allowed``;
+        None without enough speech. One turn on the recogniser's thread, as a decode."""
+        await asyncio.to_thread(self._load)
+        events = await self._turn(LanguageProbe(self._model, audio, allowed), None)
+        return events[0].text if events else None
 
     def close_stream(self, stream: Recognizer) -> None:
         """The speaker is done: its place goes to the next one."""

@@ -1,0 +1,162 @@
+"""OpenAI's Realtime Translation API (API.md, "OpenAI's realtime translation API").
+
+    WebSocket /v1/realtime/translations?model=M     the session (``app.live.realtime``)
+    POST /v1/realtime/translations/client_secrets   a short-lived secret for a browser
+
+The WebSocket checks the origin, the credential (an API key, or a client secret that
+also carries the session's starting configuration) and the model, then hands the socket
+to the session. Every refusal is accepted first, told in an ``error`` event, then closed
+(1008): the SDK reads the reason instead of a bare 403, and its retry logic sees why.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
+
+from app.api.errors import APIError
+from app.api.http.auth import bearer_key, owner_of
+from app.api.http.origins import origin_allowed
+from app.api.state import ServerState
+from app.live.frames import encode_frame, safe_echo
+from app.live.limits import CLOSE_POLICY, CLOSE_TRY_AGAIN
+from app.live.realtime import events
+from app.live.realtime.client_events import ClientEventError, parse_session_fields
+from app.live.realtime.client_secrets import (
+    DEFAULT_TTL_S,
+    MAX_TTL_S,
+    MIN_TTL_S,
+    ClientSecrets,
+    SecretRefused,
+)
+from app.live.realtime.session import RealtimeSession
+from app.live.realtime.session_state import SessionConfig, language_checker
+
+router = APIRouter()
+
+PATH = "/v1/realtime/translations"
+
+
+def _secrets(state: ServerState, app: Any) -> ClientSecrets:
+    """The server's client secrets, made once per app from its API keys."""
+    made = getattr(app.state, "realtime_secrets", None)
+    if made is None:
+        made = ClientSecrets(state.auth.api_keys)
+        app.state.realtime_secrets = made
+    return made
+
+
+def _config(state: ServerState, model: str, raw: dict[str, Any],
+            prefix: str = "session") -> SessionConfig:
+    """A new session's configuration from a ``session`` object (``ClientEventError``)."""
+    fields = parse_session_fields(raw, prefix)
+    return SessionConfig(model=model).updated(fields, raw, language_checker(state.unserved))
+
+
+async def _refuse(ws: WebSocket, code: str, message: str, close: int = CLOSE_POLICY,
+                  param: str | None = None) -> None:
+    try:
+        await ws.accept()
+        await ws.send_text(encode_frame(events.error_event(code, message, param=param)))
+        await ws.close(code=close, reason=code)
+    except (WebSocketDisconnect, RuntimeError, OSError):
+        pass
+
+
+@router.websocket(PATH)
+async def translations(ws: WebSocket) -> None:
+    state: ServerState = ws.app.state.livetrans
+    if not origin_allowed(ws, state.settings):
+        await _refuse(ws, "origin_not_allowed", "this Origin may not open sessions")
+        return
+    credential = bearer_key(ws.headers.get("authorization", "")) or \
+        ws.query_params.get("api_key", "")
+    owner: str | None = None
+    initial: dict[str, Any] = {}
+    if credential.startswith("ek_"):
+        try:
+            grant = _secrets(state, ws.app).read(credential, time.time())
+        except SecretRefused as exc:
+            await _refuse(ws, exc.code, exc.message)
+            return
+        owner, initial = grant.owner, grant.session
+    elif state.auth.api_keys:
+        if credential not in state.auth.api_keys:
+            await _refuse(ws, "invalid_api_key", "Incorrect or missing API key.")
+            return
+        owner = owner_of(credential)
+    model = ws.query_params.get("model", "")
+    if not model:
+        await _refuse(ws, "missing_model", "the 'model' query parameter is required "
+                      "(wss://.../v1/realtime/translations?model=...)", param="model")
+        return
+    if model not in state.model_aliases:
+        await _refuse(ws, "model_not_found", f"The model '{safe_echo(model, 64)}' does not "
+                      f"exist; this server serves '{state.model_id}'.", param="model")
+        return
+    if not state.live_services().ready():
+        await _refuse(ws, "not_ready", "the model is still loading (or the server is "
+                      "shutting down); retry shortly", close=CLOSE_TRY_AGAIN)
+        return
+    try:
+        config = _config(state, model, initial)
+    except ClientEventError as exc:  # a secret minted before the server's languages changed
+        await _refuse(ws, exc.code, exc.message, param=exc.param)
+        return
+    await ws.accept()
+    session = RealtimeSession(config, state.live_services(), owner, ws.send_text)
+    try:
+        code = await session.run(ws.receive)
+        await ws.close(code=code)
+    except (WebSocketDisconnect, RuntimeError, OSError):
+        pass
+
+
+def _ttl(body: dict[str, Any]) -> int:
+    after = body.get("expires_after", {})
+    if not isinstance(after, dict) or set(after) - {"anchor", "seconds"} \
+            or after.get("anchor", "created_at") != "created_at":
+        raise APIError(400, "expires_after is {\"anchor\": \"created_at\", \"seconds\": N}.",
+                       param="expires_after", code="invalid_value")
+    seconds = after.get("seconds", DEFAULT_TTL_S)
+    if type(seconds) is not int or not MIN_TTL_S <= seconds <= MAX_TTL_S:
+        raise APIError(400, f"expires_after.seconds must be whole seconds from {MIN_TTL_S} "
+                       f"to {MAX_TTL_S}.", param="expires_after.seconds",
+                       code="invalid_value")
+    return seconds
+
+
+@router.post(PATH + "/client_secrets")
+async def client_secrets(request: Request) -> dict[str, Any]:
+    """A client secret for a browser: Bearer auth with an API key (the middleware's), a
+    ``session`` (its ``model`` and settings) and an optional ``expires_after``."""
+    state: ServerState = request.app.state.livetrans
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except (ValueError, RecursionError):
+        raise APIError(400, "The body must be a JSON object.", code="invalid_json") from None
+    if not isinstance(body, dict) or set(body) - {"session", "expires_after"}:
+        raise APIError(400, "The body is {\"session\": {...}, \"expires_after\": {...}}.",
+                       code="unknown_parameter")
+    session = body.get("session")
+    if not isinstance(session, dict):
+        raise APIError(400, "'session' (with its 'model') is required.", param="session",
+                       code="missing_required_parameter")
+    model = session.get("model")
+    if not isinstance(model, str) or model not in state.model_aliases:
+        raise APIError(400, f"The model '{safe_echo(model, 64)}' does not exist; this "
+                       f"server serves '{state.model_id}'.", param="session.model",
+                       code="model_not_found")
+    ttl = _ttl(body)
+    try:
+        config = _config(state, model, session)
+    except ClientEventError as exc:
+        raise APIError(400, exc.message, param=exc.param, code=exc.code) from None
+    expires_at = int(time.time()) + ttl
+    kept = {k: v for k, v in session.items() if k in ("audio", "livetrans")}
+    key = bearer_key(request.headers.get("authorization", ""))
+    value = _secrets(state, request.app).mint(key, kept, expires_at)
+    return {"value": value, "expires_at": expires_at, "session": config.to_json()}

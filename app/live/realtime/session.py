@@ -1,0 +1,334 @@
+"""One realtime translation session: the protocol's state machine over live legs.
+
+Two tasks. The reader (``run``) reads the client's events, refuses bad ones with an
+``error`` event (the session goes on), applies ``session.update`` at once and queues
+audio, language changes and ``session.close`` in order for the driver. The driver
+(``drive``) feeds the 200 ms frames to the current leg (``legs.Leg``: an ordinary
+``/v1/live`` audio connection), starts a new leg when the languages change, detects the
+source language with Whisper when the client set none, and on ``session.close`` finishes
+the leg, so what was said is translated before ``session.closed``.
+
+What a leg says back becomes deltas: the segment's committed text (``commit`` frames of
+``"display": "append"``) or, until this server's live connections commit text, each final
+caption's text as one delta (``FINAL_CAPTION_FALLBACK``); the final's recognised source
+as an input transcript delta when transcription is on. Both streams are append-only
+(``transcripts``). Queues are bounded: audio beyond ``MAX_QUEUED_FRAMES`` is dropped
+with one ``audio_overrun`` error per episode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import numpy as np
+
+from app.live.frames import encode_frame, log_unexpected
+from app.live.messages import StartMessage
+from app.live.realtime import events
+from app.live.realtime.audio_buffer import SAMPLE_RATE, FrameBuffer, decode_audio
+from app.live.realtime.client_events import (
+    Append,
+    ClientEventError,
+    Close,
+    Update,
+    parse_client_event,
+)
+from app.live.realtime.legs import Leg
+from app.live.realtime.session_state import SessionConfig, language_checker
+from app.live.realtime.transcripts import TranscriptStream
+from app.live.services import LiveServices
+from app.speech.resample import Resampler
+from app.translation.prompts import LANGUAGE_NAMES
+
+log = logging.getLogger("livetrans.realtime")
+
+# Until the append-only commit policy serves ``"display": "append"`` on /v1/live, a
+# segment's output text is its final caption's, sent whole as one delta (append-only by
+# construction). With it, the committed text arrives as it is committed.
+FINAL_CAPTION_FALLBACK = "display" not in StartMessage.model_fields
+MAX_QUEUED_FRAMES = 150  # 30 s of audio waiting for the driver
+DETECT_AFTER_FRAMES = 15  # 3 s of audio before Whisper is asked the source language
+DETECT_MAX_FRAMES = 50  # without speech by 10 s, the silence held is dropped
+# a leg refused for capacity ends the session (with its error event first)
+FATAL_REFUSALS = {"too_many_connections", "not_ready", "busy", "server_busy",
+                  "speech_unavailable"}
+CLOSE_NORMAL, CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN = 1000, 1001, 1013
+
+
+class SessionEnded(Exception):
+    """The session cannot go on; ``code`` is the WebSocket close code."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+Send = Callable[[str], Awaitable[None]]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+
+
+class RealtimeSession:
+    def __init__(self, config: SessionConfig, services: LiveServices, owner: str | None,
+                 send: Send) -> None:
+        self.config = config
+        self.services = services
+        self.owner = owner
+        self._send = send
+        self.send_lock = asyncio.Lock()
+        self.buffer = FrameBuffer()
+        self.commands: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self.queued_frames = 0
+        self.overrun = False
+        self.closing = False
+        self.leg: Leg | None = None
+        self.detected: str | None = None
+        self.held: list[bytes] = []  # frames waiting for the source language
+        self.output_texts: dict[int, TranscriptStream] = {}  # per leg (id)
+        self.input_texts: dict[int, TranscriptStream] = {}
+        self.missing_language_told = False
+        # set when a leg was refused for capacity: the session ends with this close code
+        self.failed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    # -- sending ----------------------------------------------------------------------
+    async def send(self, event: dict[str, Any]) -> None:
+        async with self.send_lock:
+            await self._send(encode_frame(event))
+
+    async def error(self, exc: ClientEventError) -> None:
+        await self.send(events.error_event(exc.code, exc.message, param=exc.param,
+                                           client_event_id=exc.event_id))
+
+    # -- languages --------------------------------------------------------------------
+    def check_language(self, code: str, param: str) -> str:
+        """A language this server translates, normalised, or ``ClientEventError``."""
+        return language_checker(self.services.unserved)(code, param)
+
+    def served_languages(self) -> list[str]:
+        return [lang for lang in LANGUAGE_NAMES
+                if not self.services.unserved({"source_lang": lang})]
+
+    # -- the reader -------------------------------------------------------------------
+    async def run(self, receive: Receive) -> int:
+        """Read events until the client leaves or the session ends; the close code."""
+        await self.send(events.session_event("session.created", self.config.to_json()))
+        driver = asyncio.create_task(self.drive())
+        try:
+            while not driver.done():
+                receive_task = asyncio.create_task(receive())
+                timeout = max(0.0, self.config.expires_at - time.time())
+                done, _ = await asyncio.wait({receive_task, driver, self.failed},
+                                             timeout=timeout,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if self.failed.done():
+                    receive_task.cancel()
+                    return self.failed.result()
+                if not done:
+                    receive_task.cancel()
+                    await self.send(events.error_event(
+                        "session_expired", "the session reached its expires_at; what was "
+                        "said is translated, then it closes", kind="invalid_request_error"))
+                    self.queue_close()
+                    continue
+                if receive_task not in done:
+                    receive_task.cancel()
+                    break
+                message = receive_task.result()
+                if message["type"] == "websocket.disconnect":
+                    return CLOSE_GOING_AWAY
+                await self.handle(message)
+            return driver.result()
+        except SessionEnded as ended:
+            return ended.code
+        finally:
+            if not driver.done():
+                driver.cancel()
+                with contextlib.suppress(BaseException):
+                    await driver
+            self.abandon_leg()
+
+    async def handle(self, message: dict[str, Any]) -> None:
+        """One client message; a bad one is answered by an error event, never fatal."""
+        event: Update | Append | Close | None = None
+        try:
+            if message.get("bytes") is not None:
+                raise ClientEventError("invalid_event", "binary frames are not events: send "
+                                       "JSON text, audio base64 in "
+                                       "session.input_audio_buffer.append")
+            event = parse_client_event(message.get("text") or "")
+            if self.closing:
+                raise ClientEventError("session_closing", "session.close was received; "
+                                       "no more events", event_id=event.event_id)
+            if isinstance(event, Update):
+                self.config = self.config.updated(event.session, event.fields_set,
+                                                  self.check_language, event.event_id)
+                self.commands.put_nowait(("config", self.config))
+                await self.send(events.session_event("session.updated",
+                                                     self.config.to_json()))
+            elif isinstance(event, Append):
+                await self.append(decode_audio(event.audio, event.event_id))
+            elif isinstance(event, Close):
+                self.queue_close()
+        except ClientEventError as exc:
+            if exc.event_id is None and event is not None:
+                exc.event_id = event.event_id
+            await self.error(exc)
+
+    async def append(self, pcm: bytes) -> None:
+        for frame in self.buffer.add(pcm):
+            if self.queued_frames >= MAX_QUEUED_FRAMES:
+                if not self.overrun:
+                    self.overrun = True
+                    await self.send(events.error_event(
+                        "audio_overrun", "audio arrives faster than it is recognised: "
+                        "frames are dropped until the backlog shrinks (send audio in real "
+                        "time)", kind="server_error"))
+                continue
+            self.overrun = False
+            self.queued_frames += 1
+            self.commands.put_nowait(("audio", frame))
+
+    def queue_close(self) -> None:
+        if not self.closing:
+            self.closing = True
+            rest = self.buffer.rest()
+            if rest:
+                self.queued_frames += 1
+                self.commands.put_nowait(("audio", rest))
+            self.commands.put_nowait(("close", None))
+
+    # -- the driver -------------------------------------------------------------------
+    async def drive(self) -> int:
+        """Audio to legs in order; on close, finish the leg and say ``session.closed``."""
+        config = self.config
+        while True:
+            kind, value = await self.commands.get()
+            if kind == "config":
+                config = value
+                if self.leg is not None and not self._fits(self.leg, config):
+                    await self.finish_leg()
+            elif kind == "audio":
+                self.queued_frames -= 1
+                await self.feed(config, value)
+            else:
+                if self.held and config.output_language is not None:
+                    await self.start_leg(config, self.detected or "en")
+                await self.finish_leg()
+                await self.send(events.closed_event())
+                return CLOSE_NORMAL
+
+    def _source(self, config: SessionConfig) -> str | None:
+        return config.source_language or self.detected
+
+    def _fits(self, leg: Leg, config: SessionConfig) -> bool:
+        return (leg.output_language == config.output_language
+                and leg.source_language == self._source(config))
+
+    async def feed(self, config: SessionConfig, frame: bytes) -> None:
+        if config.output_language is None:
+            if not self.missing_language_told:
+                self.missing_language_told = True
+                await self.send(events.error_event(
+                    "output_language_required", "set session.audio.output.language with "
+                    "session.update before appending audio; this audio was not translated",
+                    param="session.audio.output.language"))
+            return
+        if self.leg is not None and self._fits(self.leg, config) and not self.leg.task.done():
+            await self.leg.push(frame)
+            return
+        if self._source(config) is None:
+            self.held.append(frame)
+            if len(self.held) < DETECT_AFTER_FRAMES or len(self.held) % 5:
+                return
+            self.detected = await self.detect()
+            if self.detected is None:
+                if len(self.held) >= DETECT_MAX_FRAMES:
+                    self.held = self.held[-5:]  # silence: keep the last second
+                return
+        await self.start_leg(config, self._source(config) or "en")
+
+    async def detect(self) -> str | None:
+        pcm = np.frombuffer(b"".join(self.held), dtype="<i2").astype(np.float64)
+        audio = (Resampler(SAMPLE_RATE).process(pcm) / 32768.0).astype(np.float32)
+        try:
+            return await self.services.speech.detect_language(audio,
+                                                              self.served_languages())
+        except Exception as exc:  # noqa: BLE001 - no guess; the default source is used
+            log_unexpected(log, exc, "language detection")
+            await self.send(events.error_event(
+                "language_detection_failed", "the source language could not be detected; "
+                "English is assumed (set session.livetrans.source_language)",
+                kind="server_error"))
+            return "en"
+
+    async def start_leg(self, config: SessionConfig, source: str) -> None:
+        await self.finish_leg()
+        assert config.output_language is not None
+        extra = {} if FINAL_CAPTION_FALLBACK else {"display": "append"}
+        leg = Leg(self.services, self.owner, config.output_language, source, extra,
+                  self.on_leg_frame, SAMPLE_RATE)
+        self.leg = leg
+        self.output_texts[id(leg)] = TranscriptStream(config.output_language)
+        self.input_texts[id(leg)] = TranscriptStream(source)
+        held, self.held = self.held, []
+        for frame in held:
+            await leg.push(frame)
+
+    async def finish_leg(self) -> None:
+        leg, self.leg = self.leg, None
+        if leg is None:
+            return
+        await leg.finish()
+        self._settle(leg)
+
+    def abandon_leg(self) -> None:
+        """The client left: the leg's connection ends as for a vanished speaker."""
+        leg, self.leg = self.leg, None
+        if leg is not None:
+            leg.socket.disconnect()
+            leg.task.add_done_callback(lambda _t: self._settle(leg))
+
+    def _settle(self, leg: Leg) -> None:
+        self.output_texts.pop(id(leg), None)
+        self.input_texts.pop(id(leg), None)
+        if leg.task.done() and not leg.task.cancelled() and leg.task.exception():
+            log_unexpected(log, leg.task.exception(), "realtime leg")
+
+    # -- what a leg says ----------------------------------------------------------------
+    async def on_leg_frame(self, leg: Leg, frame: dict[str, Any]) -> None:
+        kind = frame.get("type")
+        elapsed = self.buffer.elapsed_ms
+        if kind == "caption" and frame.get("final"):
+            segment = int(frame.get("segment", 0))
+            if self.config.transcription_model is not None:
+                stream = self.input_texts.get(id(leg))
+                delta = stream.extend(segment, str(frame.get("source", ""))) if stream else ""
+                if delta:
+                    await self.send(events.transcript_delta(
+                        "session.input_transcript.delta", delta, elapsed))
+            if FINAL_CAPTION_FALLBACK:
+                await self._output(leg, segment, str(frame.get("text", "")), elapsed)
+        elif kind == "commit":
+            await self._output(leg, int(frame.get("segment", 0)),
+                               str(frame.get("text", "")), elapsed)
+        elif kind == "error":
+            await self.leg_error(leg, frame)
+
+    async def _output(self, leg: Leg, segment: int, text: str, elapsed: int) -> None:
+        stream = self.output_texts.get(id(leg))
+        delta = stream.extend(segment, text) if stream else ""
+        if delta:
+            await self.send(events.transcript_delta("session.output_transcript.delta",
+                                                    delta, elapsed))
+
+    async def leg_error(self, leg: Leg, frame: dict[str, Any]) -> None:
+        code = str(frame.get("code", "server_error"))
+        message = str(frame.get("message", ""))
+        await self.send(events.error_event(code, message, param=frame.get("param"),
+                                           kind="server_error"))
+        if not leg.ready and code in FATAL_REFUSALS and not self.failed.done():
+            self.failed.set_result(CLOSE_TRY_AGAIN)
