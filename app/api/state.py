@@ -87,6 +87,7 @@ class ServerState:
             next_seq=lambda: self.worker.next_seq(),
             overload=lambda: self.worker.overload() if self.worker is not None else None,
             detokenize=lambda ids: self.worker.engine.rt.detokenize(ids),
+            token_bytes=lambda token: self.worker.engine.rt.token_bytes(token),
             ready=lambda: self.ready, shutting_down=lambda: self.shutting_down,
             unserved=self.unserved, bus=self.bus, recorder=self.recorder,
             room_tokens=self.viewer_tokens,

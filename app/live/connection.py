@@ -407,10 +407,14 @@ class LiveConnection:
         self.fan.pipelines = [
             LanguagePipeline(target, sessions[target],
                              start.translate_options(source, target, settings.max_new_tokens),
-                             start.display_mode, detokenize)
+                             start.display_mode, detokenize,
+                             token_bytes=self.services.token_bytes,
+                             append=start.display == "append")
             for target in targets]
         ready: dict[str, Any] = {"type": "ready", "session_id": sessions[targets[0]].session_id,
                                  "langs": targets, "display_mode": start.display_mode}
+        if start.display == "append":
+            ready["display"] = "append"
         if stream is not None:
             self.start_audio(start, stream)
             ready["input"] = "audio"

@@ -62,6 +62,9 @@ class StartMessage(ClientInput):
     target_langs: list[Name] | None = Field(None, min_length=1, max_length=MAX_TARGET_LANGS)
     source_lang: Name = DEFAULTS.source_lang
     display_mode: Literal["mask-k", "stable"] = "mask-k"
+    # API.md "Append-only text and voices": "append" adds ``commit`` frames whose text only
+    # ever extends (``app.translation.commit_policy``); "replace" is plain re-translation
+    display: Literal["replace", "append"] = "replace"
     room: str | None = Field(None, min_length=1, max_length=ROOM_MAX_CHARS)
     beta: float = Field(DEFAULTS.beta, ge=0.0, lt=1.0, allow_inf_nan=False)
     mask_k: int = Field(DEFAULTS.mask_k, ge=0, le=64)
@@ -114,7 +117,7 @@ class Refusal(Exception):
 
 # pydantic error locations -> the error code a client can branch on
 _CODES = {"drafters": "unknown_drafter", "bias_scope": "unknown_mode",
-          "display_mode": "unknown_mode"}
+          "display_mode": "unknown_mode", "display": "unknown_mode"}
 
 
 def _refusal(exc: ValidationError) -> Refusal:

@@ -39,6 +39,8 @@ from app.live.publisher import CaptionPublisher, ConnectionGone
 from app.live.queue import SegmentQueue, Update
 from app.live.services import LiveServices
 from app.supervision import reraise_lost_cancel
+from app.translation.commit_policy import CommitStep, SegmentCommits
+from app.translation.commits import Commit
 from app.translation.display import DisplayPolicy, Translation, display_policy, display_unit
 from app.translation.sessions import Session
 from app.translation.translator import TranslateOptions
@@ -56,7 +58,9 @@ def draft_stats(result: GenerationResult) -> dict[str, Any]:
 
 class LanguagePipeline:
     def __init__(self, lang: str, session: Session, options: TranslateOptions,
-                 display_mode: str, detokenize: Callable[[list[int]], str]) -> None:
+                 display_mode: str, detokenize: Callable[[list[int]], str],
+                 token_bytes: Callable[[int], bytes] | None = None,
+                 append: bool = False) -> None:
         self.lang = lang
         self.session = session
         self.options = options
@@ -66,6 +70,11 @@ class LanguagePipeline:
         # one display policy per segment, dropped after its final
         self.policies: dict[int, DisplayPolicy] = {}
         self.revisions: dict[int, int] = {}
+        # append-only text (``"display": "append"``): each open segment's committed text,
+        # forced as the start of its later updates and its final (``app.translation.commit_policy``)
+        self.append = append
+        self.token_bytes = token_bytes or (lambda token: detokenize([token]).encode())
+        self.commits: dict[int, SegmentCommits] = {}
 
     async def caption(self, update: Update, fan: FanOut, started: float,
                         cancel: threading.Event, begun: threading.Event,
@@ -77,11 +86,14 @@ class LanguagePipeline:
         measured = UpdateTimings(update.received)
         measured.since("parse_ms", update.received)  # the frame read, parsed and queued
         current_timings.set(measured)  # this task's own context (one per language)
+        commits = self.segment_commits(update.segment) if self.append else None
+        forced = {"forced": commits.forced()} if commits is not None and commits.tokens else {}
         try:
             outcome = await services.translate(
                 update.text, self.options, session=self.session, is_final=update.final,
                 priority=PRIORITY_FINAL if update.final else PRIORITY_PARTIAL,
                 bypass_limit=update.final, cancel=cancel, started=begun, queue_seq=seq,
+                **forced,
             )
         except JobCancelledError:
             if update.final:  # finals are never superseded; should it happen, say so
@@ -114,12 +126,20 @@ class LanguagePipeline:
             services.metrics.caption_seconds(now - update.received)
         services.metrics.generation(r)
         services.metrics.verdict(outcome)
+        text = outcome.text
+        if commits is not None:
+            step = self.commit_step(update, commits, r.tokens, text)
+            if step is not None:
+                text = step.text if step.final else text
+                # before the caption: nothing of a segment is committed after its final
+                await out.commit(Commit(update.segment, self.lang, step.text, step.delta,
+                                        step.final))
         await out.caption({
             "type": "caption", "segment": update.segment, "lang": self.lang,
             "revision": self.next_revision(update), "source": update.text,
-            "text": outcome.text,
+            "text": text,
             "display_text": self.display(update.segment,
-                                         Translation(outcome.text, update.final,
+                                         Translation(text, update.final,
                                                      r.tokens if outcome.shown_tokens is None
                                                      else outcome.shown_tokens)),
             "final": update.final,
@@ -135,6 +155,28 @@ class LanguagePipeline:
             },
         })
         return False
+
+    def segment_commits(self, segment: int) -> SegmentCommits:
+        """The segment's committed text, made on its first update and dropped after its
+        final (or, for a segment left without one, once ``MAX_POLICIES`` newer are open)."""
+        commits = self.commits.get(segment)
+        if commits is None:
+            commits = SegmentCommits(self.token_bytes, display_unit(self.lang),
+                                     self.options.mask_k)
+            self.commits[segment] = commits
+            while len(self.commits) > MAX_POLICIES:
+                del self.commits[min(self.commits)]
+        return commits
+
+    def commit_step(self, update: Update, commits: SegmentCommits, tokens: list[int],
+                    caption: str) -> CommitStep | None:
+        """What this translated update commits: a partial, what has become stable (if
+        anything); a final, the rest of the segment, whose text starts with everything
+        committed (the committed prefix wins over a final that would diverge)."""
+        if update.final:
+            self.commits.pop(update.segment, None)
+            return commits.final(caption)
+        return commits.partial(tokens, caption)
 
     def next_revision(self, update: Update) -> int:
         """1, 2, ... per segment; a final closes its segment's count."""

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Any, Protocol
 
 from app.live.frames import encode_frame
 from app.live.speaker_socket import SpeakerSocket
 from app.rooms.talk import Talk
-from app.translation.commits import CommitListener
+from app.translation.commits import Commit, CommitListener
+
+log = logging.getLogger("livetrans.live")
 
 
 class PushStats(Protocol):
@@ -91,4 +94,23 @@ class CaptionPublisher:
         text = encode_frame(payload)
         if self.talk is not None:
             self.talk.publish(payload, text)
+        await self.send_text(text)
+
+    async def commit(self, commit: Commit) -> None:
+        """A ``commit`` frame (append-only text, ``app.translation.commit_policy``): to each commit
+        listener in order (a voice, the realtime API), to the talk's room and to the
+        speaker. The room gets it as a partial (``final`` false: no transcript line, never
+        a final on the bus), so a viewer may miss one: each frame carries the whole
+        committed ``text``, its ``delta`` is what it appends."""
+        for listener in self.commit_listeners:
+            try:
+                listener.committed(commit)
+            except Exception:  # noqa: BLE001 - a listener's bug must not cost the captions
+                log.exception("commit listener failed")
+        payload: dict[str, Any] = {"type": "commit", "segment": commit.segment,
+                                   "lang": commit.lang, "text": commit.text,
+                                   "delta": commit.delta}
+        text = encode_frame(payload)
+        if self.talk is not None:
+            self.talk.publish({**payload, "final": False}, text)
         await self.send_text(text)

@@ -65,6 +65,8 @@ class LiveServices:
     # the first (param, sentence) of the languages the model does not serve, or None
     unserved: Callable[[dict[str, str]], tuple[str, str] | None]
     bus: RoomBus | None = None
+    # one token's bytes (append-only text: ``app.translation.commit_policy`` cuts at words)
+    token_bytes: Callable[[int], bytes] | None = None
     recorder: TranscriptRecorder | None = None
     replica: str = "livetrans"
     # room viewer tokens: a viewer's token may admit to every talk of its room

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from app.engine.timings import current_timings, timed
@@ -216,16 +216,28 @@ async def _generate(backend: TranslationBackend, prompt: TranslationPrompt,
               beta: float, draft: list[int], bias_limit: int, chain: object | None,
               cancel: threading.Event | None,
               on_text: Callable[[str], None] | None,
-              drafter_beta: dict[str, float] | None = None) -> GenerationResult:
+              drafter_beta: dict[str, float] | None = None,
+              forced: Sequence[int] = ()) -> GenerationResult:
+    """One generation of ``prompt``'s answer. ``forced`` (append-only text,
+    ``app.translation.commit_policy``) are tokens the answer must start with: they end the prompt,
+    so the model continues them (a hard constraint, no logits row spent on them), ``draft``
+    is what should follow them, and the result is the whole answer, ``forced`` included."""
     stops = tuple(prompt.stop_strings)
     if prompt.stop_at_newline:
         stops += ("\n",)
     with timed("tokenize_ms"):
-        prompt_tokens = tokenize_prompt(prompt, backend.tokenize)
+        prompt_tokens = tokenize_prompt(prompt, backend.tokenize) + list(forced)
         cap = translation_token_cap(backend, prompt.source)
+    forced_text = forced_answer(backend, forced)
+    if forced_text and on_text is not None:
+        on_text(forced_text)
+
+    def begun(before: str) -> bool:  # the forced words are the answer begun
+        return answer_begun(forced_text + before, prompt.source)
+
     result = await backend.generate(GenerationRequest(
         prompt_tokens=prompt_tokens,
-        max_tokens=min(opts.max_tokens, cap),
+        max_tokens=max(1, min(opts.max_tokens, cap) - len(forced)),
         stop_strings=stops,
         client_stops=tuple(opts.stop),
         draft=draft,
@@ -241,12 +253,33 @@ async def _generate(backend: TranslationBackend, prompt: TranslationPrompt,
         on_text=on_text,
         stop_on_loop=True,
         answer_stops=prompt.answer_stops if cleans(prompt, opts) else (),
-        answer_begun=(lambda before: answer_begun(before, prompt.source))
-        if cleans(prompt, opts) else None,
+        answer_begun=begun if cleans(prompt, opts) else None,
     ))
+    if forced:
+        result = replace(result, tokens=[*forced, *result.tokens],
+                         text=forced_text + result.text)
     if cleans(prompt, opts):
-        result = replace(result, text=clean_framing(result.text, prompt.source).text)
+        cleaned = clean_framing(result.text, prompt.source).text
+        if cleaned.strip().startswith(forced_text.strip()):  # committed words stay
+            result = replace(result, text=cleaned)
     return result
+
+
+def forced_answer(backend: TranslationBackend, forced: Sequence[int]) -> str:
+    """The text of forced answer tokens, as the engine streams text (their bytes), so that
+    the whole answer's text is this text followed by the continuation's."""
+    return b"".join(backend.token_bytes(t) for t in forced).decode("utf-8", "replace")
+
+
+def continuation(draft: list[int], agreed: int | None,
+                 forced: Sequence[int]) -> tuple[list[int], int | None]:
+    """The draft of what follows ``forced``: the previous output past the forced prefix
+    (its agreed part shortened alike), or nothing when that output did not start with it."""
+    if not forced:
+        return draft, agreed
+    if draft[: len(forced)] != list(forced):
+        return [], 0
+    return draft[len(forced):], None if agreed is None else max(0, agreed - len(forced))
 
 
 def cleans(prompt: TranslationPrompt, opts: TranslateOptions) -> bool:
@@ -281,6 +314,7 @@ async def run_update(
     retry_prompt: TranslationPrompt | None = None,
     terms: list[Term] | None = None,
     term_prompt: Callable[[list[str]], TranslationPrompt] | None = None,
+    forced: Sequence[int] = (),
 ) -> UpdateOutcome:
     """One update on the backend, as a job: the exact code path of the server
     (``Translator.translate``'s job, a task on the event loop awaiting the step scheduler)
@@ -298,6 +332,10 @@ async def run_update(
     ``GLOSSARY_BETA``), and a final that still misses one is decoded once more with the
     terms proposed throughout (``_repair_terms``); one that misses a term after that is
     the ``glossary_miss`` pathology.
+
+    ``forced`` (append-only text): the segment's committed tokens, which every attempt's
+    answer starts with (retries and repairs too); the draft is the previous output past
+    them, still verified by SSBD. The outcome's tokens and text include them.
     """
     draft = list(draft_tokens) if draft_tokens is not None else []
     if draft_tokens is None and draft_text:
@@ -305,6 +343,7 @@ async def run_update(
             draft_text = " " + draft_text  # few-shot answers start with " Der", not "Der"
         with timed("tokenize_ms"):
             draft = backend.tokenize(draft_text, add_bos=False)
+    draft, draft_agreed = continuation(draft, draft_agreed, forced)
     if opts.mask_mode == "draft" and opts.mask_k > 0:
         draft = draft[: max(0, len(draft) - opts.mask_k)]
     # The draft's end is no evidence that the translation ends there: sentence-final
@@ -323,7 +362,7 @@ async def run_update(
             opts.draft_budget)
         drafter_beta = {GlossaryContinuation.name: GLOSSARY_BETA}
     result = await _generate(backend, prompt, opts, update_beta(opts, is_final), draft,
-                             bias_limit, chain, cancel, on_text, drafter_beta)
+                             bias_limit, chain, cancel, on_text, drafter_beta, forced)
     cap = translation_token_cap(backend, prompt.source)
     framing = prompt.clean_framing
     pathology = diagnose_output(result, prompt.source, opts, examples, cap, framing)
@@ -336,7 +375,8 @@ async def run_update(
             retry_prompt is not None:
         retried = pathology
         result, pathology, retry_ms = await _retry(backend, result, pathology, prompt.source,
-                                                   opts, examples, retry_prompt, cancel, cap)
+                                                   opts, examples, retry_prompt, cancel, cap,
+                                                   forced)
     if repairable and pathology == "loop" and opts.final_retry:
         result, cut = cut_loop(result, ran_away(result, opts, cap))
     if is_final and pathology in FRAMING_KINDS and cleans(prompt, opts):
@@ -355,7 +395,7 @@ async def run_update(
         for attempt, propose_start in attempts:
             repaired, still, extra_ms = await _repair_terms(
                 backend, result, attempt, opts, terms, missing, examples, cancel, cap,
-                propose_start=propose_start)
+                propose_start=propose_start, forced=forced)
             retry_ms += extra_ms
             if repaired is not result:  # kept: clean, and fewer terms missed
                 result, missing, pathology, cut = repaired, still, None, False
@@ -403,7 +443,8 @@ async def _repair_terms(backend: TranslationBackend, first: GenerationResult,
                         prompt: TranslationPrompt, opts: TranslateOptions, terms: list[Term],
                         missing: list[str], examples: list[tuple[str, str]] | None,
                         cancel: threading.Event | None, cap: int,
-                        propose_start: bool = True) -> tuple[GenerationResult, list[str], float]:
+                        propose_start: bool = True, forced: Sequence[int] = (),
+                        ) -> tuple[GenerationResult, list[str], float]:
     """A final that missed glossary terms, decoded once more with ``prompt`` (the stronger
     retry prompt, where there is one): from scratch, unbiased except for the terms, which
     are proposed wherever the model may begin them (``GlossaryStart``) and completed once
@@ -417,7 +458,7 @@ async def _repair_terms(backend: TranslationBackend, first: GenerationResult,
     chain = DrafterChain(drafters, budget=opts.draft_budget)
     again = await _generate(backend, prompt, opts, 0.0, [], 0, chain, cancel, None,
                       {GlossaryContinuation.name: GLOSSARY_BETA,
-                       GlossaryStart.name: GLOSSARY_START_BETA})
+                       GlossaryStart.name: GLOSSARY_START_BETA}, forced)
     still = missed(terms, again.text)
     clean = diagnose_output(again, prompt.source, opts, examples, cap,
                             prompt.clean_framing) is None
@@ -435,8 +476,8 @@ async def _repair_terms(backend: TranslationBackend, first: GenerationResult,
 async def _retry(backend: TranslationBackend, first: GenerationResult, pathology: str,
                  source: str, opts: TranslateOptions,
                  examples: list[tuple[str, str]] | None, retry_prompt: TranslationPrompt,
-                 cancel: threading.Event | None,
-                 cap: int) -> tuple[GenerationResult, str | None, float]:
+                 cancel: threading.Event | None, cap: int,
+                 forced: Sequence[int] = ()) -> tuple[GenerationResult, str | None, float]:
     """A pathological final translated once more: from scratch (no draft, no drafters),
     verified without bias, with the stronger prompt. Returns the result to keep, its
     pathology and what the retry cost.
@@ -444,7 +485,8 @@ async def _retry(backend: TranslationBackend, first: GenerationResult, pathology
     The retry's answer replaces the first only when it is clean, not empty and not
     cancelled; the kept result carries the decode time and forward passes of both attempts.
     """
-    again = await _generate(backend, retry_prompt, opts, 0.0, [], 0, None, cancel, None)
+    again = await _generate(backend, retry_prompt, opts, 0.0, [], 0, None, cancel, None,
+                            forced=forced)
     verdict = diagnose_output(again, source, opts, examples, cap, retry_prompt.clean_framing)
     if verdict is None and again.text.strip() and again.finish_reason != "cancelled":
         again.decode_ms += first.decode_ms
@@ -583,6 +625,7 @@ class Translator:
         queue_seq: int | None = None,
         seq: int | None = None,
         context: list[tuple[str, str]] | None = None,
+        forced: Sequence[int] = (),
     ) -> TranslationOutcome:
         """Translate one update. With a session, its previous translation is the draft.
 
@@ -594,6 +637,9 @@ class Translator:
         ``queue_seq`` (``EngineWorker.next_seq``) keeps the engine-queue position of a job
         this one supersedes; ``seq`` is the client's update counter, which the session
         records as applied together with the translation (README "Order of updates").
+
+        ``forced`` (append-only text, ``app.translation.commit_policy``): tokens the answer must
+        start with, the segment's committed text; the outcome's text starts with them.
         """
         final = (session_id is None and session is None) if is_final is None else is_final
         measured = current_timings.get()
@@ -621,7 +667,7 @@ class Translator:
                     draft_tokens=plan.tokens if prediction is None else None,
                     draft_text=prediction, chain=chain, cancel=cancel, on_text=on_text,
                     draft_agreed=plan.agreed, examples=examples, retry_prompt=retry_prompt,
-                    terms=terms, term_prompt=p.term_prompt,
+                    terms=terms, term_prompt=p.term_prompt, forced=forced,
                 )
 
             if measured is not None:

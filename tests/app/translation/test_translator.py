@@ -391,3 +391,40 @@ def test_cleaning_off_counts_framing_and_shows_it() -> None:
                        clean_framing=False)
     assert out.pathology == "label" and out.retried is None
     assert out.result.text == 'Translation: "Guten Morgen."'
+
+
+def test_a_forced_prefix_starts_every_answer_and_the_rest_is_verified(engine) -> None:
+    """Append-only text: the committed tokens are forced (a hard constraint), the previous
+    output past them is the draft SSBD verifies, and the answer's text starts with them."""
+    source = "The committee met on Tuesday evening to discuss the budget."
+    prompt = FMT.translation(source, "en", "de")
+    free = update(engine, prompt, TranslateOptions(target_lang="de"), True).result
+    forced = engine.rt.tokenize(" Am Montag", add_bos=False)
+    opts = TranslateOptions(target_lang="de", final_beta=0.0)
+    out = update(engine, prompt, opts, True, forced=forced, draft_tokens=list(free.tokens))
+    assert out.result.tokens[: len(forced)] == forced
+    assert out.caption is not None and out.caption.startswith("Am Montag")
+    assert out.result.text.strip().startswith("Am Montag")
+    # the draft did not start with the forced words: nothing of it is proposed
+    assert out.result.drafts.ssbd_proposed == 0
+    # a draft that starts with them proposes its rest
+    again = update(engine, prompt, opts, True, forced=forced,
+                   draft_tokens=list(out.result.tokens))
+    assert again.result.drafts.ssbd_proposed == len(out.result.tokens) - len(forced)
+    assert again.result.tokens == out.result.tokens  # greedy, the same continuation
+    # the forced prefix of the free translation's own first word changes nothing
+    own = list(free.tokens[:1])
+    same = update(engine, prompt, opts, True, forced=own, draft_tokens=list(free.tokens))
+    assert same.result.tokens == free.tokens and same.result.text == free.text
+
+
+def test_the_translator_forces_the_prefix_and_the_session_keeps_the_whole_answer(
+        engine) -> None:
+    translator, _ = _translator(engine)
+    session = Session("forced")
+    opts = TranslateOptions(target_lang="de")
+    forced = engine.rt.tokenize(" Der Ausschuss", add_bos=False)
+    out = asyncio.run(translator.translate("The committee met", opts, session=session,
+                                           is_final=False, forced=forced))
+    assert out.text.startswith("Der Ausschuss")
+    assert session.plan_draft("de", "en").tokens[: len(forced)] == forced
