@@ -91,12 +91,18 @@ class RealtimeSession:
         self.output_texts: dict[int, TranscriptStream] = {}  # per leg (id)
         self.input_texts: dict[int, TranscriptStream] = {}
         self.missing_language_told = False
+        self.closed_sent = False
         # set when a leg was refused for capacity: the session ends with this close code
         self.failed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
     # -- sending ----------------------------------------------------------------------
     async def send(self, event: dict[str, Any]) -> None:
+        """One event to the client; nothing follows ``session.closed`` (a client event
+        read while it was being sent is left unanswered: the session is over)."""
         async with self.send_lock:
+            if self.closed_sent:
+                return
+            self.closed_sent = event["type"] == "session.closed"
             await self._send(encode_frame(event))
 
     async def error(self, exc: ClientEventError) -> None:
