@@ -9,11 +9,10 @@ source language with Whisper when the client set none, and on ``session.close`` 
 the leg, so what was said is translated before ``session.closed``.
 
 What a leg says back becomes deltas: the segment's committed text (``commit`` frames of
-``"display": "append"``) or, until this server's live connections commit text, each final
-caption's text as one delta (``FINAL_CAPTION_FALLBACK``); the final's recognised source
-as an input transcript delta when transcription is on. Both streams are append-only
-(``transcripts``). Queues are bounded: audio beyond ``MAX_QUEUED_FRAMES`` is dropped
-with one ``audio_overrun`` error per episode.
+``"display": "append"``, ``app.translation.commit_policy``) as output transcript deltas,
+and the final's recognised source as an input transcript delta when transcription is
+on. Both streams are append-only (``transcripts``). Queues are bounded: audio beyond
+``MAX_QUEUED_FRAMES`` is dropped with one ``audio_overrun`` error per episode.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from typing import Any
 import numpy as np
 
 from app.live.frames import encode_frame, log_unexpected
-from app.live.messages import StartMessage
 from app.live.realtime import events
 from app.live.realtime.audio_buffer import SAMPLE_RATE, FrameBuffer, decode_audio
 from app.live.realtime.client_events import (
@@ -47,10 +45,6 @@ from app.translation.prompts import LANGUAGE_NAMES
 
 log = logging.getLogger("livetrans.realtime")
 
-# Until the append-only commit policy serves ``"display": "append"`` on /v1/live, a
-# segment's output text is its final caption's, sent whole as one delta (append-only by
-# construction). With it, the committed text arrives as it is committed.
-FINAL_CAPTION_FALLBACK = "display" not in StartMessage.model_fields
 MAX_QUEUED_FRAMES = 150  # 30 s of audio waiting for the driver
 DETECT_AFTER_FRAMES = 15  # 3 s of audio before Whisper is asked the source language
 DETECT_MAX_FRAMES = 50  # without speech by 10 s, the silence held is dropped
@@ -274,8 +268,8 @@ class RealtimeSession:
     async def start_leg(self, config: SessionConfig, source: str) -> None:
         await self.finish_leg()
         assert config.output_language is not None
-        extra = {} if FINAL_CAPTION_FALLBACK else {"display": "append"}
-        leg = Leg(self.services, self.owner, config.output_language, source, extra,
+        leg = Leg(self.services, self.owner, config.output_language, source,
+                  {"display": "append"},
                   self.on_leg_frame, SAMPLE_RATE)
         self.leg = leg
         self.output_texts[id(leg)] = TranscriptStream(config.output_language)
@@ -316,8 +310,6 @@ class RealtimeSession:
                 if delta:
                     await self.send(events.transcript_delta(
                         "session.input_transcript.delta", delta, elapsed))
-            if FINAL_CAPTION_FALLBACK:
-                await self._output(leg, segment, str(frame.get("text", "")), elapsed)
         elif kind == "commit":
             await self._output(leg, int(frame.get("segment", 0)),
                                str(frame.get("text", "")), elapsed)
