@@ -205,7 +205,7 @@ def GracefulServer(config):  # noqa: N802 - reads as a class at the call site
 # Which extra installs the third-party modules a subcommand imports (pyproject's extras).
 _EXTRA_OF_MODULE = {"matplotlib": "eval", "sacrebleu": "eval", "tqdm": "eval",
                     "jieba": "eval", "httpx": "clients", "rich": "clients",
-                    "pocketsphinx": "audio"}
+                    "pocketsphinx": "audio", "omnisteval": "eval"}
 
 
 def _delegate(module: str, func: str) -> Callable[[list[str]], int]:
@@ -255,6 +255,8 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
                  "how batch shapes move logits and when that changes an output"),
     "speech-bench": ("eval.speech_bench", "main",
                      "word error rate and final latency: Whisper vs PocketSphinx"),
+    "bench-append": ("eval.append_bench", "main",
+                     "append-only commits vs re-translation: chrF, NE, StreamLAAL, YAAL"),
 }
 
 
