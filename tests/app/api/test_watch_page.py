@@ -195,6 +195,40 @@ def test_caption_screen_controls_and_language_switch(keyed_server, chromium) -> 
     context.close()
 
 
+def test_caption_screen_shows_committed_words_first_and_never_takes_them_back(
+        keyed_server, chromium) -> None:
+    """A room in append mode: the partial line starts with the segment's committed words
+    (``commit`` frames), followed by what the latest partial shows past them."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    page.goto(f"{keyed_server.url}/watch?room=no-such-room&lang=de&token=wrong")
+    page.wait_for_selector('body:not([data-state="connecting"])', timeout=WAIT_MS)
+
+    def partial() -> tuple[str, str]:
+        return (page.text_content("#partial") or "",
+                page.text_content("#partial .committed") or ""
+                if page.locator("#partial .committed").count() else "")
+
+    page.evaluate("() => onCaption({segment: 4, final: false, lang: 'de', "
+                  "display_text: 'Der Hund'})")
+    assert partial() == ("Der Hund", "")
+    page.evaluate("() => onCommit({type: 'commit', segment: 4, lang: 'de', text: 'Der'})")
+    assert partial() == ("Der Hund", "Der")
+    page.evaluate("() => onCaption({segment: 4, final: false, lang: 'de', "
+                  "display_text: 'Die Katze läuft'})")
+    assert partial() == ("Der", "Der")  # the partial says otherwise: committed stays
+    page.evaluate("() => onCommit({type: 'commit', segment: 4, lang: 'ja', text: 'x'})")
+    page.evaluate("() => onCaption({segment: 4, final: false, lang: 'de', "
+                  "display_text: 'Der Hund läuft <b>schnell</b>'})")
+    assert partial() == ("Der Hund läuft <b>schnell</b>", "Der")  # text, never markup
+    page.evaluate("() => onCaption({segment: 4, final: true, lang: 'de', "
+                  "display_text: 'Der Hund läuft.'})")
+    page.evaluate("() => onCommit({type: 'commit', segment: 4, lang: 'de', text: 'late'})")
+    assert finals_on(page) == [(4, "Der Hund läuft.")]
+    assert partial()[0] == ""
+    context.close()
+
+
 def test_operator_page_with_an_api_key(keyed_server, chromium, data_dir, tmp_path) -> None:
     """A wrong key is shown as an error; the right key connects, the room's viewer links
     point at /watch with the talk's viewer token, the transcript link downloads the talk's
