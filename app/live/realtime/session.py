@@ -46,6 +46,7 @@ from app.translation.prompts import LANGUAGE_NAMES
 log = logging.getLogger("livetrans.realtime")
 
 MAX_QUEUED_FRAMES = 150  # 30 s of audio waiting for the driver
+MAX_COMMANDS = MAX_QUEUED_FRAMES + 50  # ... and language changes between them
 DETECT_AFTER_FRAMES = 15  # 3 s of audio before Whisper is asked the source language
 DETECT_MAX_FRAMES = 50  # without speech by 10 s, the silence held is dropped
 # a leg refused for capacity ends the session (with its error event first)
@@ -108,6 +109,11 @@ class RealtimeSession:
         """A language this server translates, normalised, or ``ClientEventError``."""
         return language_checker(self.services.unserved)(code, param)
 
+    def default_source(self) -> str:
+        """The source language when Whisper cannot tell: English, if served."""
+        served = self.served_languages()
+        return "en" if "en" in served or not served else served[0]
+
     def served_languages(self) -> list[str]:
         return [lang for lang in LANGUAGE_NAMES
                 if not self.services.unserved({"source_lang": lang})]
@@ -120,7 +126,8 @@ class RealtimeSession:
         try:
             while not driver.done():
                 receive_task = asyncio.create_task(receive())
-                timeout = max(0.0, self.config.expires_at - time.time())
+                timeout = (None if self.closing
+                           else max(0.0, self.config.expires_at - time.time()))
                 done, _ = await asyncio.wait({receive_task, driver, self.failed},
                                              timeout=timeout,
                                              return_when=asyncio.FIRST_COMPLETED)
@@ -164,6 +171,10 @@ class RealtimeSession:
                 raise ClientEventError("session_closing", "session.close was received; "
                                        "no more events", event_id=event.event_id)
             if isinstance(event, Update):
+                if self.commands.qsize() >= MAX_COMMANDS:
+                    raise ClientEventError("session_busy", "too many events wait for the "
+                                           "session; send updates less often",
+                                           event_id=event.event_id)
                 self.config = self.config.updated(event.session, event.fields_set,
                                                   self.check_language, event.event_id)
                 self.commands.put_nowait(("config", self.config))
@@ -216,7 +227,11 @@ class RealtimeSession:
                 await self.feed(config, value)
             else:
                 if self.held and config.output_language is not None:
-                    await self.start_leg(config, self.detected or "en")
+                    # under 3 s held for detection: ask now; too little speech to tell
+                    # is said in the default language (the leg's VAD skips silence)
+                    source = (self._source(config) or await self.detect()
+                              or self.default_source())
+                    await self.start_leg(config, source)
                 await self.finish_leg()
                 await self.send(events.closed_event())
                 return CLOSE_NORMAL
@@ -249,7 +264,7 @@ class RealtimeSession:
                 if len(self.held) >= DETECT_MAX_FRAMES:
                     self.held = self.held[-5:]  # silence: keep the last second
                 return
-        await self.start_leg(config, self._source(config) or "en")
+        await self.start_leg(config, self._source(config) or self.default_source())
 
     async def detect(self) -> str | None:
         pcm = np.frombuffer(b"".join(self.held), dtype="<i2").astype(np.float64)
@@ -261,9 +276,9 @@ class RealtimeSession:
             log_unexpected(log, exc, "language detection")
             await self.send(events.error_event(
                 "language_detection_failed", "the source language could not be detected; "
-                "English is assumed (set session.livetrans.source_language)",
+                "the default is assumed (set session.livetrans.source_language)",
                 kind="server_error"))
-            return "en"
+            return self.default_source()
 
     async def start_leg(self, config: SessionConfig, source: str) -> None:
         await self.finish_leg()

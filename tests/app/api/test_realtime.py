@@ -313,3 +313,122 @@ def test_audio_before_an_output_language_is_told_once_and_close_still_closes(
     # the second close is refused, or unanswered once session.closed has been sent
     assert codes in (["output_language_required"],
                      ["output_language_required", "session_closing"])
+
+
+# -- languages change, capacity ends a session ---------------------------------------------
+
+async def _until_closed(conn: Any, got: list[dict]) -> None:
+    async with asyncio.timeout(LIMIT_S):
+        async for event in conn:
+            got.append(_dump(event))
+            if got[-1]["type"] == "session.closed":
+                return
+
+
+@needs_espeak
+def test_a_language_change_mid_talk_goes_on_in_the_new_language(live_server,
+                                                                 tmp_path) -> None:
+    first, rate = talk(tmp_path, SENTENCES[:1])
+    second, _ = talk(tmp_path, SENTENCES[1:])
+
+    def pcm(samples: np.ndarray) -> bytes:
+        out = Resampler(rate, 24_000).process(samples.astype(np.float64))
+        return np.clip(np.round(out), -32768, 32767).astype("<i2").tobytes()
+
+    client = AsyncOpenAI(base_url=live_server.url + "/v1", api_key="unused", max_retries=0)
+
+    async def main() -> list[dict]:
+        got: list[dict] = []
+        async with client.realtime.translations.connect(model="livetrans") as conn:
+            await conn.send({"type": "session.update", "session": {
+                "audio": {"output": {"language": "de"},
+                          "input": {"transcription": {"model": "whisper"}}},
+                "livetrans": {"source_language": "en"}}})
+            for event in _appends(pcm(first)):
+                await conn.send(event)
+            await conn.send({"type": "session.update", "session": {"audio": {
+                "output": {"language": "ja"}}}})
+            for event in _appends(pcm(second)):
+                await conn.send(event)
+            await conn.send({"type": "session.close"})
+            await _until_closed(conn, got)
+        return got
+
+    events = asyncio.run(main())
+    heard, _ = _check_talk(events)
+    assert wer(" ".join(SENTENCES), heard) <= 0.3, heard
+    updated = [i for i, e in enumerate(events) if e["type"] == "session.updated"]
+    assert [events[i]["session"]["audio"]["output"]["language"] for i in updated] == [
+        "de", "ja"]
+    said = [e["delta"] for e in events if e["type"] == "session.output_transcript.delta"]
+    german = [d for d in said if GERMAN & {w.strip(".,!?").lower() for w in d.split()}]
+    japanese = [d for d in said if re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", d)]
+    assert german and japanese, said
+    assert said.index(german[0]) < said.index(japanese[0])
+
+
+@needs_espeak
+def test_a_speaker_beyond_the_recognisers_limit_is_told_busy_and_the_first_goes_on(
+        live_server, tmp_path) -> None:
+    assert live_server.settings.max_audio_speakers == 1
+    pcm = _pcm24(tmp_path)
+    client = AsyncOpenAI(base_url=live_server.url + "/v1", api_key="unused", max_retries=0)
+    update = {"type": "session.update", "session": {
+        "audio": {"output": {"language": "de"}}, "livetrans": {"source_language": "en"}}}
+
+    async def main() -> tuple[list[dict], list[dict], int | None]:
+        first: list[dict] = []
+        async with client.realtime.translations.connect(model="livetrans") as conn:
+            await conn.send(update)
+            for event in _appends(pcm[:len(pcm) // 2]):
+                await conn.send(event)
+            async with asyncio.timeout(LIMIT_S):  # the first talk is under way
+                async for event in conn:
+                    first.append(_dump(event))
+                    if first[-1]["type"] == "session.output_transcript.delta":
+                        break
+            second: list[dict] = []
+            async with websockets.connect(_ws_url(live_server)) as ws:
+                await ws.send(json.dumps(update))
+                for event in _appends(pcm[:FRAME * 20]):
+                    await ws.send(json.dumps(event))
+                with pytest.raises(websockets.ConnectionClosedError):
+                    async with asyncio.timeout(LIMIT_S):
+                        async for raw in ws:
+                            second.append(json.loads(raw))
+                close = ws.close_code
+            for event in _appends(pcm[len(pcm) // 2:]):
+                await conn.send(event)
+            await conn.send({"type": "session.close"})
+            await _until_closed(conn, first)
+        return first, second, close
+
+    first, second, close = asyncio.run(main())
+    _check_talk(first)
+    assert [e["type"] for e in second] == ["session.created", "session.updated", "error"]
+    _check_error(second[-1], "busy")
+    assert close == 1013
+
+
+def test_a_short_talk_closed_before_detection_is_still_translated(live_server,
+                                                                  tmp_path) -> None:
+    audio, rate = talk(tmp_path, ["Good morning."], pause_s=0.3)  # under 3 s
+    out = Resampler(rate, 24_000).process(audio.astype(np.float64))
+    pcm = np.clip(np.round(out), -32768, 32767).astype("<i2").tobytes()
+    client = AsyncOpenAI(base_url=live_server.url + "/v1", api_key="unused", max_retries=0)
+
+    async def main() -> list[dict]:
+        got: list[dict] = []
+        async with client.realtime.translations.connect(model="livetrans") as conn:
+            await conn.send({"type": "session.update", "session": {"audio": {
+                "output": {"language": "de"},
+                "input": {"transcription": {"model": "whisper"}}}}})
+            for event in _appends(pcm):
+                await conn.send(event)
+            await conn.send({"type": "session.close"})
+            await _until_closed(conn, got)
+        return got
+
+    heard, said = _check_talk(asyncio.run(main()))
+    assert wer("Good morning.", heard) <= 0.5, heard
+    assert said
