@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -188,6 +189,14 @@ def word_delays(run: StreamRun, unit: str, mode: str, aware: bool) -> list[float
     return [when[i] for i in stable_since(outputs)][:n]
 
 
+def glued(delta: str, unit: str) -> bool:
+    """A delta that extends the last committed word instead of starting a new one ("Hund"
+    + "es"): no character is taken back, but NE in words counts the word as revised.
+    Punctuation ("Hund" + ",") is no such case in meaning, though NE in words counts it
+    too. Characters (ja, zh) have no words to extend."""
+    return unit == "word" and bool(delta) and delta[0].isalnum()
+
+
 def latency(runs: Sequence[StreamRun], streams: Sequence[Stream], unit: str, mode: str,
             aware: bool) -> dict[str, float]:
     """LAAL (StreamLAAL on gold segments) and YAAL in seconds, from ``omnisteval``."""
@@ -215,13 +224,18 @@ def score(streams: Sequence[Stream], runs: dict[str, list[StreamRun]],
         finals = [r.final for r in runs[mode]]
         row[f"{mode}_chrf"] = ChrF().corpus_score(finals, refs).score
         row[f"{mode}_bleu"] = Bleu(lang).corpus_score(finals, refs).score
-        row[f"{mode}_ne"] = NormalizedErasure(unit).corpus_score(
-            [[e.text for e in r.emissions] for r in runs[mode]]).score
+        handed_out = [[e.text for e in r.emissions] for r in runs[mode]]
+        row[f"{mode}_ne"] = NormalizedErasure(unit).corpus_score(handed_out).score
+        row[f"{mode}_ne_char"] = NormalizedErasure("char").corpus_score(handed_out).score
         row[f"{mode}_decode_s"] = sum(r.decode_s for r in runs[mode])
     delta, low, high = paired_chrf_difference(
         [r.final for r in runs["retranslate"]], [r.final for r in runs["append"]], refs)
     row["chrf_delta"], row["chrf_delta_ci"] = delta, [low, high]
     committed = [len(r.emissions) > 1 for r in runs["append"]]
+    deltas = [b.text[len(a.text):] for r in runs["append"]
+              for a, b in zip(r.emissions, r.emissions[1:], strict=False)]
+    row["append_steps"] = len(deltas)
+    row["append_glued"] = sum(1 for d in deltas if glued(d, unit)) / max(len(deltas), 1)
     row["committed_early"] = sum(committed) / max(len(committed), 1)
     for aware in (False, True):
         tag = "ca" if aware else "cu"
@@ -237,10 +251,15 @@ def score(streams: Sequence[Stream], runs: dict[str, list[StreamRun]],
 def table(rows: dict[str, dict[str, object]]) -> str:
     """The markdown table of ``append.md``."""
     head = ("| dataset / lang | n | chrF retr. / append (delta, 95% CI) | BLEU retr. / append "
-            "| NE retr. / append | StreamLAAL s, CU: final / revisable / append "
+            "| NE words retr. / append (append in characters; deltas extending a word) "
+            "| StreamLAAL s, CU: final / revisable / append "
             "| YAAL s, CU: final / revisable / append | StreamLAAL s, CA: final / append "
             "| share of segments with words committed before the final |")
     lines = [head, "|" + "---|" * 9]
+
+    def f(value: object) -> str:
+        return "n/a" if isinstance(value, float) and math.isnan(value) else f"{value:.2f}"
+
     for key, r in rows.items():
         ci = r["chrf_delta_ci"]
         lines.append(
@@ -248,12 +267,13 @@ def table(rows: dict[str, dict[str, object]]) -> str:
             f"| {r['retranslate_chrf']:.1f} / {r['append_chrf']:.1f} "
             f"({r['chrf_delta']:+.1f}, [{ci[0]:+.1f}, {ci[1]:+.1f}]) "  # type: ignore[index]
             f"| {r['retranslate_bleu']:.1f} / {r['append_bleu']:.1f} "
-            f"| {r['retranslate_ne']:.2f} / {r['append_ne']:.2f} "
-            f"| {r['retranslate_final_laal_cu']:.2f} / {r['retranslate_revisable_laal_cu']:.2f}"
-            f" / {r['append_laal_cu']:.2f} "
-            f"| {r['retranslate_final_yaal_cu']:.2f} / {r['retranslate_revisable_yaal_cu']:.2f}"
-            f" / {r['append_yaal_cu']:.2f} "
-            f"| {r['retranslate_final_laal_ca']:.2f} / {r['append_laal_ca']:.2f} "
+            f"| {r['retranslate_ne']:.2f} / {r['append_ne']:.3f} ({r['append_ne_char']:.3f}; "
+            f"{r['append_glued']:.1%}) "
+            f"| {f(r['retranslate_final_laal_cu'])} / {f(r['retranslate_revisable_laal_cu'])}"
+            f" / {f(r['append_laal_cu'])} "
+            f"| {f(r['retranslate_final_yaal_cu'])} / {f(r['retranslate_revisable_yaal_cu'])}"
+            f" / {f(r['append_yaal_cu'])} "
+            f"| {f(r['retranslate_final_laal_ca'])} / {f(r['append_laal_ca'])} "
             f"| {r['committed_early']:.0%} |")
     return "\n".join(lines) + "\n"
 

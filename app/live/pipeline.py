@@ -128,7 +128,7 @@ class LanguagePipeline:
         services.metrics.verdict(outcome)
         text = outcome.text
         if commits is not None:
-            step = self.commit_step(update, commits, r.tokens, text)
+            step = self.commit_step(update, commits, r.tokens, text, outcome.pathology)
             if step is not None:
                 text = step.text if step.final else text
                 # before the caption: nothing of a segment is committed after its final
@@ -169,13 +169,17 @@ class LanguagePipeline:
         return commits
 
     def commit_step(self, update: Update, commits: SegmentCommits, tokens: list[int],
-                    caption: str) -> CommitStep | None:
+                    caption: str, pathology: str | None = None) -> CommitStep | None:
         """What this translated update commits: a partial, what has become stable (if
-        anything); a final, the rest of the segment, whose text starts with everything
-        committed (the committed prefix wins over a final that would diverge)."""
+        anything; nothing from an output that is no translation); a final, the rest of the
+        segment, whose text starts with everything committed (the committed prefix wins
+        over a final that would diverge)."""
         if update.final:
             self.commits.pop(update.segment, None)
             return commits.final(caption)
+        if pathology is not None:
+            commits.unfit()
+            return None
         return commits.partial(tokens, caption)
 
     def next_revision(self, update: Update) -> int:

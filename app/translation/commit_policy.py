@@ -153,6 +153,11 @@ class SegmentCommits:
         self.tokens, self.text = current[:n], text
         return CommitStep(text, delta)
 
+    def unfit(self) -> None:
+        """A partial that is no translation (a loop, a copy of the source: ``app.translation.
+        pathology``) commits nothing, and the next output has nothing to agree with."""
+        self.previous = None
+
     def final(self, caption: str) -> CommitStep:
         """The final caption (already ``final_with_prefix``-checked by the caller, or
         checked here): the segment's last step, whose text is the caption."""

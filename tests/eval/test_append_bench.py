@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-from eval.append_bench import Emission, StreamRun, main, unit_len, word_delays
+from eval.append_bench import Emission, StreamRun, glued, main, unit_len, word_delays
 
 
 def _run(texts: list[tuple[str, float]]) -> StreamRun:
@@ -19,6 +19,11 @@ def test_unit_len_counts_words_or_characters() -> None:
     assert unit_len("Der  Hund läuft. ", "word") == 3
     assert unit_len(" 犬が走る。", "char") == 5
     assert unit_len("", "word") == 0
+
+
+def test_a_delta_that_extends_a_word_is_glued() -> None:
+    assert glued("es", "word") and not glued(" läuft", "word")
+    assert not glued(",", "word") and not glued("走る", "char") and not glued("", "word")
 
 
 def test_committed_words_count_from_their_commit() -> None:
@@ -38,6 +43,6 @@ def test_a_small_run_on_the_samples(data_dir, tmp_path) -> None:
                  "--limit", "1", "--out", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "append_summary.json").read_text())
     row = rows["flores de"]
-    assert row["streams"] == 1 and row["append_ne"] == 0.0
+    assert row["streams"] == 1 and row["append_ne_char"] == 0.0
     assert not math.isnan(row["append_laal_cu"])
     assert (tmp_path / "append.md").read_text().startswith("| dataset / lang")

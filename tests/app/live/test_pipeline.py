@@ -156,3 +156,75 @@ def test_one_language_failing_is_named_and_the_other_is_captioned() -> None:
     assert len(publisher.errors) == 1
     error = publisher.errors[0]
     assert error["segment"] == 7 and error["final"] is True and error["lang"] == "ja"
+
+
+PIECES = {1: b" Der", 2: b" Hund", 4: b" l\xc3\xa4uft", 5: b".", 6: b" schnell", 7: b" Die",
+          8: b" Katze"}
+
+
+class AppendTranslator:
+    """Answers each update with the next scripted output and records the ``forced``
+    prefix it was asked for."""
+
+    def __init__(self, outputs: list[list[int]]) -> None:
+        self.outputs = outputs
+        self.forced: list[list[int]] = []
+
+    async def translate(self, text, opts, *, is_final, started: threading.Event,  # noqa: ANN001
+                        forced=(), **_) -> TranslationOutcome:  # noqa: ANN001
+        self.forced.append(list(forced))
+        started.set()
+        tokens = self.outputs.pop(0)
+        out = b"".join(PIECES[t] for t in tokens).decode().strip()
+        result = GenerationResult(tokens=tokens, text=out, finish_reason="stop",
+                                  prompt_tokens=3, prompt_tokens_cached=0)
+        return TranslationOutcome(result=result, text=out, display_text=out, revision=0,
+                                  session_id=None, is_final=is_final)
+
+
+class AppendPublisher(FakePublisher):
+    def __init__(self) -> None:
+        super().__init__()
+        self.frames: list[tuple[str, object]] = []
+
+    async def caption(self, payload: dict) -> None:
+        await super().caption(payload)
+        self.frames.append(("caption", payload))
+
+    async def commit(self, commit) -> None:  # noqa: ANN001
+        self.frames.append(("commit", commit))
+
+
+def test_append_commits_are_forced_and_the_committed_prefix_wins_over_the_final() -> None:
+    # the final diverges from what was committed ("Die Katze ..."): committed words stay
+    translator = AppendTranslator([[1, 2, 5], [1, 2, 4, 5], [1, 2, 4, 6, 5],
+                                   [7, 8, 4, 6, 5]])
+    publisher = AppendPublisher()
+    services = SimpleNamespace(translate=translator.translate, metrics=LiveMetrics(),
+                               next_seq=iter(range(100)).__next__)
+    pipeline = LanguagePipeline("de", Session(session_id="s"),
+                                TranslateOptions(target_lang="de", mask_k=1), "mask-k",
+                                lambda ids: "", token_bytes=PIECES.__getitem__, append=True)
+    fan = FanOut(services, publisher, [pipeline])
+
+    async def scenario() -> None:
+        runner = asyncio.create_task(fan.run())
+        for n, (text, final) in enumerate((
+                ("the dog", False), ("the dog runs", False), ("the dog runs fast", False),
+                ("the dog runs fast.", True))):
+            fan.submit(Update(0, text, final))
+            while len(publisher.captions) <= n:  # one update at a time: no coalescing
+                await asyncio.sleep(0)
+        fan.stop()
+        await asyncio.wait_for(runner, 10)
+
+    asyncio.run(scenario())
+    commits = [c for kind, c in publisher.frames if kind == "commit"]
+    assert [(c.text, c.delta, c.final) for c in commits] == [
+        ("Der", "Der", False), ("Der Hund", " Hund", False),
+        ("Der Hund läuft schnell.", " läuft schnell.", True)]
+    assert translator.forced == [[], [], [1], [1, 2]]
+    final = publisher.captions[-1]
+    assert final["final"] and final["text"] == "Der Hund läuft schnell."
+    assert publisher.frames[-1][0] == "caption" and publisher.frames[-2][0] == "commit"
+    assert pipeline.commits == {}

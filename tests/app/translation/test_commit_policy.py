@@ -129,3 +129,12 @@ def test_final_starts_with_the_committed_text() -> None:
 def test_the_committed_prefix_wins(committed: str, final: str, unit: str,
                                    expected: str) -> None:
     assert final_with_prefix(committed, final, unit) == expected  # type: ignore[arg-type]
+
+
+def test_an_unfit_output_leaves_nothing_to_agree_with() -> None:
+    seg = commits(mask_k=0)
+    seg.partial([1, 2, 4, 5])
+    seg.unfit()  # e.g. a loop: the next output must agree with a fit one
+    assert seg.partial([1, 2, 4, 6, 5]) is None
+    step = seg.partial([1, 2, 4, 6, 5])
+    assert step is not None and step.text == "Der Hund läuft"
