@@ -315,6 +315,8 @@ class RealtimeSession:
 
     # -- what a leg says ----------------------------------------------------------------
     async def on_leg_frame(self, leg: Leg, frame: dict[str, Any]) -> None:
+        if self.failed.done():
+            return  # the session is ending: a refused leg's later frames are noise
         kind = frame.get("type")
         elapsed = self.buffer.elapsed_ms
         if kind == "caption" and frame.get("final"):
@@ -344,4 +346,7 @@ class RealtimeSession:
         await self.send(events.error_event(code, message, param=frame.get("param"),
                                            kind="server_error"))
         if not leg.ready and code in FATAL_REFUSALS and not self.failed.done():
+            # refused at its start (the live connection stays open, unstarted): the
+            # session ends; audio already queued to the leg would only be refused again
             self.failed.set_result(CLOSE_TRY_AGAIN)
+            leg.socket.disconnect()
