@@ -87,6 +87,7 @@ class RealtimeSession:
         self.input_texts: dict[int, TranscriptStream] = {}
         self.missing_language_told = False
         self.closed_sent = False
+        self._ending: asyncio.Task | None = None  # telling the client of a shutdown
         # set when a leg was refused for capacity: the session ends with this close code
         self.failed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
@@ -287,6 +288,7 @@ class RealtimeSession:
                   {"display": "append"},
                   self.on_leg_frame, SAMPLE_RATE)
         self.leg = leg
+        leg.task.add_done_callback(lambda _task: self._leg_ended(leg))
         self.output_texts[id(leg)] = TranscriptStream(config.output_language)
         self.input_texts[id(leg)] = TranscriptStream(source)
         held, self.held = self.held, []
@@ -306,6 +308,24 @@ class RealtimeSession:
         if leg is not None:
             leg.socket.disconnect()
             leg.task.add_done_callback(lambda _t: self._settle(leg))
+
+    def _leg_ended(self, leg: Leg) -> None:
+        """A leg that ended unasked, on shutdown (``begin_shutdown`` finished it: what it
+        heard is answered): the session ends too, with an error event first. A leg that
+        ended otherwise is replaced by the next audio."""
+        if leg.stopped or leg is not self.leg or self.failed.done() \
+                or not self.services.shutting_down():
+            return
+
+        async def tell() -> None:
+            with contextlib.suppress(Exception):
+                await self.send(events.error_event(
+                    "shutting_down", "the server is shutting down; this session ends",
+                    kind="server_error"))
+            if not self.failed.done():
+                self.failed.set_result(CLOSE_GOING_AWAY)
+
+        self._ending = asyncio.get_running_loop().create_task(tell())
 
     def _settle(self, leg: Leg) -> None:
         self.output_texts.pop(id(leg), None)

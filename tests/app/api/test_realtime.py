@@ -432,3 +432,46 @@ def test_a_short_talk_closed_before_detection_is_still_translated(live_server,
     heard, said = _check_talk(asyncio.run(main()))
     assert wer("Good morning.", heard) <= 0.5, heard
     assert said
+
+
+@needs_espeak
+def test_sigterm_translates_what_was_said_then_ends_the_session_with_1001(
+        tmp_path) -> None:
+    import os
+    import signal
+
+    from tests.server_process import serve_process
+
+    pcm = _pcm24(tmp_path)
+    with serve_process() as (proc, port):
+        async def main() -> tuple[list[dict], int | None]:
+            got: list[dict] = []
+            url = f"ws://127.0.0.1:{port}/v1/realtime/translations?model=livetrans"
+            async with websockets.connect(url) as ws:
+                await ws.send(json.dumps({"type": "session.update", "session": {
+                    "audio": {"output": {"language": "de"},
+                              "input": {"transcription": {"model": "whisper"}}},
+                    "livetrans": {"source_language": "en"}}}))
+                for event in _appends(pcm):
+                    await ws.send(json.dumps(event))
+                async with asyncio.timeout(LIMIT_S):
+                    async for raw in ws:
+                        got.append(json.loads(raw))
+                        if got[-1]["type"] == "session.output_transcript.delta":
+                            break
+                os.kill(proc.pid, signal.SIGTERM)
+                try:
+                    async with asyncio.timeout(LIMIT_S):
+                        async for raw in ws:
+                            got.append(json.loads(raw))
+                except websockets.ConnectionClosed:
+                    pass
+                return got, ws.close_code
+
+        events, close = asyncio.run(main())
+        heard = _text(events, "session.input_transcript.delta")
+        assert wer(" ".join(SENTENCES), heard) <= 0.3, heard  # everything said, answered
+        assert events[-1]["type"] == "error", events
+        _check_error(events[-1], "shutting_down")
+        assert close == 1001
+        assert proc.wait(60) in (0, -signal.SIGTERM)
