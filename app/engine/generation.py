@@ -54,6 +54,10 @@ class GenerationRequest:
     draft_budget: int = 6
     previous: Sequence[int] = ()  # the session's previous output, for the "previous" drafter
     stop_on_loop: bool = False  # end when the output repeats one span three times in a row
+    # which tokens may begin the output (None: any): after a forced prefix of whole words
+    # (append-only text, ``app.translation.commit_policy``) one that begins a new word, so
+    # a committed word is never extended ("Hund" + "es")
+    first_token: Callable[[int], bool] | None = None
     cancel: threading.Event | None = None
     on_text: Callable[[str], None] | None = None
 

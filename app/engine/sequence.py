@@ -365,6 +365,25 @@ class SequenceGeneration:
         return n, False
 
     def _choose(self, row: np.ndarray, draft_token: int | None, beta: float) -> int:
+        allowed = self.req.first_token if not self.out else None
+        if allowed is None:
+            return self._choose_any(row, draft_token, beta)
+        # the output's first token, from those the request allows: the best of them, as
+        # ``_choose_any`` ranks them (a draft token it does not allow is no draft)
+        if draft_token is not None and not allowed(draft_token):
+            draft_token, beta = None, 0.0
+        masked = row
+        while True:
+            chosen = self._choose_any(masked, draft_token, beta)
+            if allowed(chosen):
+                return chosen
+            if masked is row:
+                masked = np.array(row, dtype=np.float32)  # the row is the context's own
+            masked[chosen] = -np.inf
+            if chosen == draft_token:
+                draft_token, beta = None, 0.0
+
+    def _choose_any(self, row: np.ndarray, draft_token: int | None, beta: float) -> int:
         if self.rng is not None:
             return sampled(row, draft_token, beta, self.req.temperature, self.rng)
         if draft_token is None:

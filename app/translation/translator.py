@@ -30,6 +30,7 @@ from app.translation.backend import (
     GenerationResult,
     TranslationBackend,
 )
+from app.translation.display import display_unit
 from app.translation.framing import (
     StreamCleaner,
     answer_begun,
@@ -252,6 +253,8 @@ async def _generate(backend: TranslationBackend, prompt: TranslationPrompt,
         cancel=cancel,
         on_text=on_text,
         stop_on_loop=True,
+        first_token=new_word(backend) if forced and display_unit(opts.target_lang) == "word"
+        else None,
         answer_stops=prompt.answer_stops if cleans(prompt, opts) else (),
         answer_begun=begun if cleans(prompt, opts) else None,
     ))
@@ -263,6 +266,22 @@ async def _generate(backend: TranslationBackend, prompt: TranslationPrompt,
         if cleaned.strip().startswith(forced_text.strip()):  # committed words stay
             result = replace(result, text=cleaned)
     return result
+
+
+def new_word(backend: TranslationBackend) -> Callable[[int], bool]:
+    """Which tokens may follow a forced prefix of whole words: one that begins a new word
+    (a leading space), punctuation, or one with no text (the end of the answer); never one
+    that extends the last forced word ("Hund" + "es" would revise a committed word)."""
+    seen: dict[int, bool] = {}
+
+    def allowed(token: int) -> bool:
+        if token not in seen:
+            piece = backend.token_bytes(token)
+            first = piece.decode("utf-8", "ignore")[:1]
+            seen[token] = not piece or (bool(first) and not first.isalnum())
+        return seen[token]
+
+    return allowed
 
 
 def forced_answer(backend: TranslationBackend, forced: Sequence[int]) -> str:

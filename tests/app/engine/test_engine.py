@@ -152,3 +152,25 @@ def test_a_draft_naming_ids_beyond_the_vocabulary_is_cut_there(engine) -> None:
     drafted = _greedy(engine, prompt, drafters=OversizedTable())
     assert drafted.tokens == plain.tokens
     assert drafted.drafts.total_proposed == 0
+
+
+def test_first_token_limits_only_the_outputs_first_token(engine) -> None:
+    """``first_token`` (append-only text: a forced prefix is followed by a new word): the
+    first token is the best one allowed, with or without a draft naming a refused one;
+    allowing every token changes nothing."""
+    rt = engine.rt
+    prompt = _prompt(rt, SOURCES[0])
+    free = _greedy(engine, prompt)
+    banned = free.tokens[0]
+    engine.truncate(0)
+    first, _ = engine.evaluate_prompt(prompt, [])
+    row = np.array(engine.row(first), dtype=np.float32)
+    row[banned] = -np.inf
+    best_allowed = int(np.argmax(row))
+    for draft in ([], list(free.tokens)):
+        engine.truncate(0)
+        out = _greedy(engine, prompt, first_token=lambda t: t != banned, draft=draft,
+                      beta=0.5)
+        assert out.tokens[0] == best_allowed
+    engine.truncate(0)
+    assert _greedy(engine, prompt, first_token=lambda t: True).tokens == free.tokens

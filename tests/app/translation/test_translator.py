@@ -428,3 +428,15 @@ def test_the_translator_forces_the_prefix_and_the_session_keeps_the_whole_answer
                                            is_final=False, forced=forced))
     assert out.text.startswith("Der Ausschuss")
     assert session.plan_draft("de", "en").tokens[: len(forced)] == forced
+
+
+def test_after_forced_words_the_answer_goes_on_with_a_new_word(engine) -> None:
+    from app.translation.translator import new_word
+
+    backend = StandaloneLlamaBackend(engine)
+    allowed = new_word(backend)
+    tok = engine.rt.tokenize
+    assert allowed(tok(" Hund", add_bos=False)[0])
+    assert allowed(tok(",", add_bos=False)[0]) and allowed(tok(".", add_bos=False)[0])
+    assert not allowed(tok("es", add_bos=False)[0])
+    assert allowed(engine.rt.eos_token)  # the answer may end right after them
