@@ -39,6 +39,7 @@ from app.live.realtime.client_events import (
 from app.live.realtime.legs import Leg
 from app.live.realtime.session_state import SessionConfig, language_checker
 from app.live.realtime.transcripts import TranscriptStream
+from app.live.realtime.voice_out import VoiceOut, VoiceSource
 from app.live.services import LiveServices
 from app.speech.resample import Resampler
 from app.translation.prompts import LANGUAGE_NAMES
@@ -64,16 +65,19 @@ class SessionEnded(Exception):
 
 
 Send = Callable[[str], Awaitable[None]]
+Voices = Callable[[str], VoiceSource | None]  # a language's voice stream, or None
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 
 class RealtimeSession:
     def __init__(self, config: SessionConfig, services: LiveServices, owner: str | None,
-                 send: Send) -> None:
+                 send: Send, voices: Voices | None = None) -> None:
         self.config = config
         self.services = services
         self.owner = owner
         self._send = send
+        self.voices = voices  # the output language's voice, when the server has voices
+        self.voice_outs: dict[int, VoiceOut] = {}  # per leg (id)
         self.send_lock = asyncio.Lock()
         self.buffer = FrameBuffer()
         self.commands: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -291,6 +295,10 @@ class RealtimeSession:
         leg.task.add_done_callback(lambda _task: self._leg_ended(leg))
         self.output_texts[id(leg)] = TranscriptStream(config.output_language)
         self.input_texts[id(leg)] = TranscriptStream(source)
+        voice = self.voices(config.output_language) if self.voices is not None else None
+        if voice is not None:
+            self.voice_outs[id(leg)] = VoiceOut(voice, self.send,
+                                                lambda: self.buffer.elapsed_ms)
         held, self.held = self.held, []
         for frame in held:
             await leg.push(frame)
@@ -300,6 +308,9 @@ class RealtimeSession:
         if leg is None:
             return
         await leg.finish()
+        voice = self.voice_outs.pop(id(leg), None)
+        if voice is not None:
+            await voice.finish()  # what was committed is heard before what follows
         self._settle(leg)
 
     def abandon_leg(self) -> None:
@@ -307,6 +318,9 @@ class RealtimeSession:
         leg, self.leg = self.leg, None
         if leg is not None:
             leg.socket.disconnect()
+            voice = self.voice_outs.pop(id(leg), None)
+            if voice is not None:
+                voice.abort()
             leg.task.add_done_callback(lambda _t: self._settle(leg))
 
     def _leg_ended(self, leg: Leg) -> None:
@@ -348,8 +362,12 @@ class RealtimeSession:
                     await self.send(events.transcript_delta(
                         "session.input_transcript.delta", delta, elapsed))
         elif kind == "commit":
-            await self._output(leg, int(frame.get("segment", 0)),
-                               str(frame.get("text", "")), elapsed)
+            segment, text = int(frame.get("segment", 0)), str(frame.get("text", ""))
+            await self._output(leg, segment, text, elapsed)
+            voice = self.voice_outs.get(id(leg))
+            if voice is not None:
+                voice.committed(segment, leg.output_language, text,
+                                str(frame.get("delta", "")))
         elif kind == "error":
             await self.leg_error(leg, frame)
 
