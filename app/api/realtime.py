@@ -38,6 +38,7 @@ from app.live.realtime.session_state import SessionConfig, language_checker
 router = APIRouter()
 
 PATH = "/v1/realtime/translations"
+KEY_PROTOCOL = "openai-insecure-api-key."  # a browser's credential, as a subprotocol
 
 
 def _secrets(state: ServerState, app: Any) -> ClientSecrets:
@@ -56,10 +57,25 @@ def _config(state: ServerState, model: str, raw: dict[str, Any],
     return SessionConfig(model=model).updated(fields, raw, language_checker(state.unserved))
 
 
+def _subprotocol(ws: WebSocket) -> tuple[str | None, str]:
+    """(the subprotocol to answer, the credential it carries): browsers, which cannot set
+    headers, offer ``["realtime", "openai-insecure-api-key.KEY"]`` as OpenAI's docs show;
+    a browser drops a socket whose answer names none of the offered subprotocols."""
+    offered = [str(p) for p in ws.scope.get("subprotocols") or []]
+    credential = next((p[len(KEY_PROTOCOL):] for p in offered
+                       if p.startswith(KEY_PROTOCOL)), "")
+    chosen = "realtime" if "realtime" in offered else (offered[0] if offered else None)
+    return chosen, credential
+
+
+async def _accept(ws: WebSocket) -> None:
+    await ws.accept(subprotocol=_subprotocol(ws)[0])
+
+
 async def _refuse(ws: WebSocket, code: str, message: str, close: int = CLOSE_POLICY,
                   param: str | None = None) -> None:
     try:
-        await ws.accept()
+        await _accept(ws)
         await ws.send_text(encode_frame(events.error_event(code, message, param=param)))
         await ws.close(code=close, reason=code)
     except (WebSocketDisconnect, RuntimeError, OSError):
@@ -73,7 +89,7 @@ async def translations(ws: WebSocket) -> None:
         await _refuse(ws, "origin_not_allowed", "this Origin may not open sessions")
         return
     credential = bearer_key(ws.headers.get("authorization", "")) or \
-        ws.query_params.get("api_key", "")
+        ws.query_params.get("api_key", "") or _subprotocol(ws)[1]
     owner: str | None = None
     initial: dict[str, Any] = {}
     if credential.startswith("ek_"):
@@ -106,7 +122,7 @@ async def translations(ws: WebSocket) -> None:
     except ClientEventError as exc:  # a secret minted before the server's languages changed
         await _refuse(ws, exc.code, exc.message, param=exc.param)
         return
-    await ws.accept()
+    await _accept(ws)
     session = RealtimeSession(config, state.live_services(), owner, ws.send_text)
     try:
         code = await session.run(ws.receive)

@@ -475,3 +475,22 @@ def test_sigterm_translates_what_was_said_then_ends_the_session_with_1001(
         _check_error(events[-1], "shutting_down")
         assert close == 1001
         assert proc.wait(60) in (0, -signal.SIGTERM)
+
+
+def test_a_browser_passes_its_client_secret_as_a_subprotocol(keyed_server) -> None:
+    owner = OpenAI(base_url=keyed_server.url + "/v1", api_key="key-1", max_retries=0)
+    secret = owner.realtime.translations.client_secrets.create(
+        session={"model": "livetrans", "audio": {"output": {"language": "de"}}})
+
+    async def main(protocols: list[str]) -> tuple[dict, str | None]:
+        async with websockets.connect(_ws_url(keyed_server),
+                                      subprotocols=protocols) as ws:  # type: ignore[arg-type]
+            return json.loads(await asyncio.wait_for(ws.recv(), 30)), ws.subprotocol
+
+    created, chosen = asyncio.run(main(["realtime",
+                                        "openai-insecure-api-key." + secret.value]))
+    assert created["type"] == "session.created" and chosen == "realtime"
+    assert created["session"]["audio"]["output"]["language"] == "de"
+    refused, chosen = asyncio.run(main(["realtime", "openai-insecure-api-key.ek_x.y"]))
+    _check_error(refused, "invalid_client_secret")
+    assert chosen == "realtime"
