@@ -53,15 +53,11 @@ DETECT_MAX_FRAMES = 50  # without speech by 10 s, the silence held is dropped
 # a leg refused for capacity ends the session (with its error event first)
 FATAL_REFUSALS = {"too_many_connections", "not_ready", "busy", "server_busy",
                   "speech_unavailable"}
-CLOSE_NORMAL, CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN = 1000, 1001, 1013
+CLOSE_NORMAL, CLOSE_GOING_AWAY, CLOSE_INTERNAL, CLOSE_TRY_AGAIN = 1000, 1001, 1011, 1013
 
 
-class SessionEnded(Exception):
-    """The session cannot go on; ``code`` is the WebSocket close code."""
-
-    def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.code = code
+class ClientGone(Exception):
+    """A send to the client failed: it left (or the socket closed)."""
 
 
 Send = Callable[[str], Awaitable[None]]
@@ -103,7 +99,10 @@ class RealtimeSession:
             if self.closed_sent:
                 return
             self.closed_sent = event["type"] == "session.closed"
-            await self._send(encode_frame(event))
+            try:
+                await self._send(encode_frame(event))
+            except Exception as exc:  # noqa: BLE001 - every send failure means the same
+                raise ClientGone(type(exc).__name__) from exc
 
     async def error(self, exc: ClientEventError) -> None:
         await self.send(events.error_event(exc.code, exc.message, param=exc.param,
@@ -153,9 +152,18 @@ class RealtimeSession:
                 if message["type"] == "websocket.disconnect":
                     return CLOSE_GOING_AWAY
                 await self.handle(message)
+            crash = driver.exception()
+            if crash is not None:
+                raise crash
             return driver.result()
-        except SessionEnded as ended:
-            return ended.code
+        except ClientGone:
+            return CLOSE_GOING_AWAY
+        except Exception as exc:  # noqa: BLE001 - a bug: logged, told, the socket closed
+            log_unexpected(log, exc, "realtime session")
+            with contextlib.suppress(ClientGone):
+                await self.send(events.error_event("internal_error", "Internal server "
+                                                   "error.", kind="server_error"))
+            return CLOSE_INTERNAL
         finally:
             if not driver.done():
                 driver.cancel()
@@ -193,6 +201,13 @@ class RealtimeSession:
             if exc.event_id is None and event is not None:
                 exc.event_id = event.event_id
             await self.error(exc)
+        except ClientGone:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one event's bug, not the session's
+            log_unexpected(log, exc, "realtime event")
+            await self.send(events.error_event(
+                "internal_error", "Internal server error.", kind="server_error",
+                client_event_id=event.event_id if event is not None else None))
 
     async def append(self, pcm: bytes) -> None:
         for frame in self.buffer.add(pcm):
