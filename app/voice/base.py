@@ -11,6 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+# Speeds an engine accepts: the catch-up policy only ever asks for 1.0 or more, and
+# past 2x speech stops being intelligible, so every engine clamps to this range.
+MIN_SPEED, MAX_SPEED = 0.5, 2.0
+SAMPLE_WIDTH = 2  # bytes per PCM16 sample; every voice is mono
+
 
 @dataclass(frozen=True)
 class VoiceInfo:
@@ -39,3 +44,16 @@ class SynthesisError(RuntimeError):
 
 class VoiceUnavailable(LookupError):
     """No engine on this server speaks a language (``voice_unavailable``)."""
+
+
+def clamp_speed(speed: float) -> float:
+    """``speed`` within [MIN_SPEED, MAX_SPEED] (NaN is 1.0): an engine's bound, so a
+    policy's arithmetic can never ask a model for nonsense."""
+    if not speed == speed:  # NaN
+        return 1.0
+    return min(MAX_SPEED, max(MIN_SPEED, float(speed)))
+
+
+def duration_s(pcm: bytes, sample_rate: int) -> float:
+    """Seconds of PCM16 mono audio."""
+    return len(pcm) / (SAMPLE_WIDTH * sample_rate)

