@@ -143,6 +143,17 @@ class ServerSettings(BaseSettings):
         "fit", description="Whisper's encoder window: fitted to the buffer (fit: about a "
                            "quarter of the compute for short buffers) or faster-whisper's "
                            "30 s (full)")
+    voices: CommaList = Field(
+        default_factory=list, description="LANG=PATH.onnx: a Piper voice (its .onnx.json "
+        "beside it) that speaks LANG's committed text to connections asking for it (start's "
+        "voices); languages without one get the default engine's voice (--voice-engine)")
+    voice_engine: Literal["auto", "piper", "kokoro", "espeak-ng", "none"] = Field(
+        "auto", description="the voice of languages no --voice names: auto (the packaged "
+        "voices installed: Kokoro for ja, Piper's joe for en), piper, kokoro, espeak-ng or "
+        "none; espeak-ng speaks every language the others do not (except with none)")
+    voice_threads: int = Field(
+        1, ge=1, le=64, description="CPU threads speech synthesis may use, every voice "
+                                    "together (the rest stays with translation)")
     whip_ice_servers: CommaList = Field(
         default_factory=list, description="STUN/TURN server URLs for WHIP ingest (e.g. "
         "stun:stun.example.org:3478); none by default: ICE offers the host's addresses")
@@ -272,7 +283,7 @@ class ServerSettings(BaseSettings):
         "copy besides the built-in word lists")
 
     @field_validator("log_level", "log_format", "final_steps", "asr_device", "asr_window",
-                     mode="before")
+                     "voice_engine", mode="before")
     @classmethod
     def _lowercase_choice(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
@@ -310,6 +321,27 @@ class ServerSettings(BaseSettings):
                 entries.append(f"{check_language(lang, 'corpus')}={path.strip()}")
             except UnsupportedLanguageError as exc:
                 raise ValueError(str(exc)) from None
+        return entries
+
+    @field_validator("voices")
+    @classmethod
+    def _voices(cls, value: list[str]) -> list[str]:
+        from app.translation.prompts import UnsupportedLanguageError, check_language
+
+        entries, langs = [], set()
+        for entry in value:
+            lang, sep, path = entry.partition("=")
+            if not sep or not path.strip().endswith(".onnx"):
+                raise ValueError(f"'{entry}' is not LANG=PATH.onnx (e.g. "
+                                 "de=voices/de_DE-thorsten-medium.onnx)")
+            try:
+                lang = check_language(lang, "voices")
+            except UnsupportedLanguageError as exc:
+                raise ValueError(str(exc)) from None
+            if lang in langs:
+                raise ValueError(f"'{lang}' has two voices; name one voice per language")
+            langs.add(lang)
+            entries.append(f"{lang}={path.strip()}")
         return entries
 
     def corpus_files(self) -> list[tuple[str, Path]]:
@@ -432,6 +464,13 @@ class Settings(ServerSettings, ModelSettings):
                                     f"--langs ({','.join(self.langs) or 'none given'})")
             if not path.is_file():
                 raise SettingsError(f"{flag_of('corpus')}: no such file: {path}")
+        for entry in self.voices:
+            lang, _, path = entry.partition("=")
+            model = Path(path).expanduser()
+            for needed in (model, Path(f"{model}.json")):
+                if not needed.is_file():
+                    raise SettingsError(f"{flag_of('voices')} {lang}={path}: no such file: "
+                                        f"{needed}")
         if self.asr_model is not None:
             from app.speech.model_files import SpeechModelError, resolve_asr_model
 

@@ -113,3 +113,21 @@ def test_corpus_files_are_checked(tmp_path) -> None:
                                     (["en,de"], f"de={tmp_path / 'no.txt'}", "no such file")):
         with pytest.raises(SettingsError, match=f"--corpus .*{expected}"):
             load_settings(langs=langs, corpus=[corpus]).check_files()
+
+
+def test_voices_are_lang_equals_onnx_once_per_language(tmp_path) -> None:
+    s = load_settings(voices=["DE=voices/de.onnx"], voice_engine=" Espeak-NG ")
+    assert s.voices == ["de=voices/de.onnx"] and s.voice_engine == "espeak-ng"
+    assert Settings().voices == [] and Settings().voice_engine == "auto"
+    for voices, expected in ((["de"], "is not LANG=PATH.onnx"), (["xx=a.onnx"], "'xx'"),
+                             (["de=a.onnx,de=b.onnx"], "two voices")):
+        with pytest.raises(SettingsError, match=f"--voice .*{expected}"):
+            load_settings(voices=voices)
+    with pytest.raises(SettingsError, match="--voice-engine .*'piper'"):
+        load_settings(voice_engine="festival")
+    model = tmp_path / "de.onnx"
+    model.write_bytes(b"")
+    with pytest.raises(SettingsError, match=r"--voice .*no such file: .*de\.onnx\.json"):
+        load_settings(voices=[f"de={model}"]).check_files()
+    (tmp_path / "de.onnx.json").write_text("{}")
+    load_settings(voices=[f"de={model}"]).check_files()

@@ -1,0 +1,109 @@
+"""Which voice speaks a language on this server: ``lang -> Synthesizer``.
+
+The operator's choice comes first: a Piper voice named for the language
+(``serve --voice de=PATH.onnx``). Then the default engine (``--voice-engine``): ``auto``
+takes the best packaged voice installed (Kokoro for Japanese, Piper's joe for English),
+``piper`` / ``kokoro`` only that engine's packaged voices, ``espeak-ng`` espeak-ng for
+everything, ``none`` no voice beyond the named ones. espeak-ng serves any language left
+(except under ``none``). A language nothing speaks is ``VoiceUnavailable``.
+
+Synthesizers are built once per language and shared by every stream; synthesis runs on
+the registry's executor (``--voice-threads`` threads), so voices never take more of the
+CPU than that from translation and recognition, however many listeners there are.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Literal
+
+from app.voice import espeak, kokoro, piper
+from app.voice.base import SynthesisError, Synthesizer, VoiceUnavailable
+from app.voice.catchup import CatchUp
+from app.voice.stream import VoiceLoss, VoiceStream
+
+log = logging.getLogger("livetrans.voice")
+
+Engine = Literal["auto", "piper", "kokoro", "espeak-ng", "none"]
+ENGINES: tuple[str, ...] = ("auto", "piper", "kokoro", "espeak-ng", "none")
+
+
+def parse_voice_entries(entries: list[str]) -> dict[str, Path]:
+    """``--voice LANG=PATH.onnx`` entries (already checked by the settings) as a map."""
+    voices: dict[str, Path] = {}
+    for entry in entries:
+        lang, _, path = entry.partition("=")
+        voices[lang] = Path(path).expanduser()
+    return voices
+
+
+class VoiceRegistry:
+    """The server's voices, one per language, built on first use."""
+
+    def __init__(self, piper_voices: Mapping[str, Path] | None = None, engine: str = "auto",
+                 threads: int = 1, catch_up: CatchUp | None = None) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"voice engine '{engine}': one of {', '.join(ENGINES)}")
+        self.piper_voices = dict(piper_voices or {})
+        self.engine = engine
+        self.threads = threads
+        self.catch_up = catch_up
+        self.executor = ThreadPoolExecutor(threads, thread_name_prefix="voice")
+        self._voices: dict[str, Synthesizer | None] = {}
+        self._lock = threading.Lock()
+
+    def resolve(self, lang: str) -> Synthesizer:
+        """The language's voice, or ``VoiceUnavailable``. The first call for a language
+        may read a voice's config or ask espeak-ng for its voices (milliseconds, but a
+        process): call it off the event loop."""
+        with self._lock:
+            if lang not in self._voices:
+                self._voices[lang] = self._build(lang)
+                voice = self._voices[lang]
+                if voice is not None:
+                    log.info("voice for %s: %s %s (%d Hz)", lang, voice.info.engine,
+                             voice.info.voice, voice.info.sample_rate)
+            voice = self._voices[lang]
+        if voice is None:
+            raise VoiceUnavailable(lang)
+        return voice
+
+    def _build(self, lang: str) -> Synthesizer | None:
+        for make in self._candidates(lang):
+            try:
+                return make()
+            except SynthesisError as exc:
+                log.warning("voice for %s: %s", lang, exc)
+        return None
+
+    def _candidates(self, lang: str) -> list[Callable[[], Synthesizer]]:
+        """The engines that could speak ``lang``, best first."""
+        out: list[Callable[[], Synthesizer]] = []
+        if lang in self.piper_voices:
+            out.append(lambda: piper.PiperSynthesizer(lang, self.piper_voices[lang],
+                                                      self.threads))
+        engine = self.engine
+        if engine in ("auto", "kokoro") and lang in kokoro.LANGS and kokoro.installed():
+            out.append(lambda: kokoro.KokoroSynthesizer(lang))
+        if engine in ("auto", "piper") and lang == "en" and piper.installed():
+            joe = piper.packaged_english_voice()
+            if joe is not None:
+                out.append(lambda: piper.PiperSynthesizer(lang, joe, self.threads))
+        if engine != "none" and espeak.has_voice(lang):
+            out.append(lambda: espeak.EspeakSynthesizer(lang))
+        return out
+
+    def stream(self, lang: str, on_loss: Callable[[VoiceLoss], None] | None = None,
+               ) -> VoiceStream:
+        """A new voice stream for ``lang`` on the registry's executor (``resolve``'s
+        ``VoiceUnavailable`` when nothing speaks it)."""
+        return VoiceStream(self.resolve(lang), executor=self.executor,
+                           catch_up=self.catch_up, on_loss=on_loss)
+
+    def close(self) -> None:
+        """The server stops: phrases not yet begun are not spoken."""
+        self.executor.shutdown(wait=False, cancel_futures=True)
