@@ -180,6 +180,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         if state.worker is not None:
             await state.worker.shutdown(settings.shutdown_grace_s)
         state.speech.close()
+        state.voices.close()
         # the live connections have ended their talks: their pushes deliver what is left
         await state.push_flushes.wait(state.grace_left())
         await _close_rooms(state)

@@ -25,6 +25,7 @@ from app.settings import Settings
 from app.speech.service import SpeechRecognition
 from app.translation.sessions import SessionStore
 from app.translation.translator import Translator
+from app.voice.registry import VoiceRegistry, parse_voice_entries
 
 
 @dataclass
@@ -54,6 +55,8 @@ class ServerState:
     langs_given: bool = False
     # speech in (``"input": "audio"`` on /v1/live); the model loads on the first speaker
     speech: SpeechRecognition = field(init=False)
+    # voices (start's "voices" on /v1/live): a synthesizer per language, built on first use
+    voices: VoiceRegistry = field(init=False)
     # rooms across replicas (``--room-bus``) and talk transcripts; opened at start-up
     replica: str = "livetrans"
     bus: RoomBus = field(default_factory=LocalBus)
@@ -74,6 +77,8 @@ class ServerState:
                                         max_speakers=self.settings.max_audio_speakers,
                                         window=self.settings.asr_window)
         self.whip = WhipSessions(on_dropped=metrics.asr_dropped_seconds.inc)
+        self.voices = VoiceRegistry(parse_voice_entries(self.settings.voices),
+                                    self.settings.voice_engine, self.settings.voice_threads)
 
     def live_services(self) -> LiveServices:
         """What the live subsystem (``app.live``) may use of this state, for one socket
@@ -91,7 +96,7 @@ class ServerState:
             ready=lambda: self.ready, shutting_down=lambda: self.shutting_down,
             unserved=self.unserved, bus=self.bus, recorder=self.recorder,
             room_tokens=self.viewer_tokens,
-            replica=self.replica, flushes=self.push_flushes,
+            replica=self.replica, flushes=self.push_flushes, voices=self.voices,
             metrics=LiveMetrics(
                 caption_seconds=metrics.caption_seconds.observe,
                 generation=lambda result: metrics.observe_generation(result, route="live"),

@@ -60,6 +60,7 @@ from app.live.publisher import CaptionPublisher, ConnectionGone
 from app.live.queue import SegmentQueue, Update
 from app.live.services import LiveServices
 from app.live.speaker_socket import SpeakerSocket
+from app.live.voices import FLUSH_S, ConnectionVoices
 from app.rooms.bus import BusUnavailable, RoomTakenOnBus
 from app.rooms.registry import RoomTakenError
 from app.speech.service import SpeechBusyError, SpeechUnavailableError
@@ -117,6 +118,8 @@ class LiveConnection:
         self.talk = services.talk(self)  # in a room once 'start' names one
         self.publisher = CaptionPublisher(ws, self.talk)
         self.fan = FanOut(services, self.publisher, [])  # its languages arrive with 'start'
+        # start's "voices": committed text spoken as binary frames (``live_voices``)
+        self.voices = ConnectionVoices(self.publisher, services.voices)
         self.sessions: dict[str, Session] = {}  # one per target language, in 'start' order
         self.last_final_segment = -1
         self.stopping = False
@@ -224,6 +227,7 @@ class LiveConnection:
                 self.give_up_timer.cancel()
             if not worker.done():
                 worker.cancel()
+            self.voices.abort()  # a no-op after end_talk flushed them
             if not settled:
                 worker.add_done_callback(_settle_translator)
             if self.audio_task is not None:
@@ -247,6 +251,11 @@ class LiveConnection:
                 return CLOSE_INTERNAL
             if not await self.refuse_late_frames():
                 return None
+        # what the voices were given is heard before 'done' (within the shutdown's grace)
+        flush_s = FLUSH_S
+        if self.give_up_at is not None:
+            flush_s = max(0.0, min(flush_s, self.give_up_at - loop_time()))
+        await self.voices.finish(flush_s)
         # the room is free on every replica before the speaker hears 'done'
         await self.talk.finish()
         await self.publisher.send({"type": "done"})
@@ -415,6 +424,9 @@ class LiveConnection:
                                  "langs": targets, "display_mode": start.display_mode}
         if start.display == "append":
             ready["display"] = "append"
+        unvoiced: list[str] = []
+        if start.voice_langs:
+            ready["voices"], unvoiced = await self.voices.open(start.voice_langs)
         if stream is not None:
             self.start_audio(start, stream)
             ready["input"] = "audio"
@@ -425,6 +437,10 @@ class LiveConnection:
             if registry.tokens_required:
                 ready["viewer_token"] = registry.token(room.name, str(room.talk_id))
         await self.publisher.send(ready)
+        self.voices.start()
+        for lang in unvoiced:  # captions go on; the speaker hears it once
+            await self.error("voice_unavailable", f"this server has no voice for '{lang}'; "
+                             "its captions go on", lang=lang, param="voices")
 
     def open_pushes(self, specs: list[OutputSpec]) -> bool:
         """The talk's pushes (``app.live.outputs``): they get its finals and close with it

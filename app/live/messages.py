@@ -65,6 +65,9 @@ class StartMessage(ClientInput):
     # API.md "Append-only text and voices": "append" adds ``commit`` frames whose text only
     # ever extends (``app.translation.commit_policy``); "replace" is plain re-translation
     display: Literal["replace", "append"] = "replace"
+    # API.md "Voices": target languages whose committed text is spoken (binary frames)
+    voices: list[Name] | None = Field(None, max_length=MAX_TARGET_LANGS)
+    _voice_langs: list[str] = PrivateAttr(default_factory=list)
     room: str | None = Field(None, min_length=1, max_length=ROOM_MAX_CHARS)
     beta: float = Field(DEFAULTS.beta, ge=0.0, lt=1.0, allow_inf_nan=False)
     mask_k: int = Field(DEFAULTS.mask_k, ge=0, le=64)
@@ -85,6 +88,11 @@ class StartMessage(ClientInput):
     # pushes (API.md "Pushes"): checked by ``parse_start_targets`` (``app.live.outputs``)
     outputs: list[Any] | None = None
     _pushes: list[OutputSpec] = PrivateAttr(default_factory=list)
+
+    @property
+    def voice_langs(self) -> list[str]:
+        """The checked ``voices`` (``parse_start_targets``): normalised target languages."""
+        return self._voice_langs
 
     @property
     def pushes(self) -> list[OutputSpec]:
@@ -163,6 +171,8 @@ def parse_start_targets(msg: dict[str, Any], output_hosts: HostPolicy | None = N
             raise Refusal("invalid_room", f"room '{safe_echo(start.room, ROOM_MAX_CHARS)}': "
                           f"1-{ROOM_MAX_CHARS} characters of A-Z a-z 0-9 . _ -, starting with "
                           "a letter or digit", "room")
+        if start.voices:
+            start._voice_langs = _voice_langs(start, targets)
         if start.outputs:
             if start.room is None:
                 raise Refusal("invalid_message", "outputs: pushes are a room's: give a "
@@ -178,6 +188,22 @@ def parse_start_targets(msg: dict[str, Any], output_hosts: HostPolicy | None = N
                       f"{exc.param}: unsupported language '{safe_echo(exc.code, MAX_NAME_CHARS)}'"
                       f"; supported: {', '.join(sorted(LANGUAGE_NAMES))}", exc.param) from None
     return start, targets, source
+
+
+def _voice_langs(start: StartMessage, targets: list[str]) -> list[str]:
+    """``start``'s ``voices``: each one of its target languages, at most once, with
+    ``"display": "append"`` (a voice speaks committed text)."""
+    langs = [check_language(v, "voices") for v in start.voices or []]
+    if len(set(langs)) != len(langs):
+        raise Refusal("invalid_message", "voices: each language at most once", "voices")
+    for lang in langs:
+        if lang not in targets:
+            raise Refusal("invalid_message", f"voices: '{lang}' is not one of the target "
+                          f"languages ({', '.join(targets)})", "voices")
+    if start.display != "append":
+        raise Refusal("invalid_message", "voices: a voice speaks committed text; start with "
+                      "\"display\": \"append\" too", "voices")
+    return langs
 
 
 def segment_of(msg: dict[str, Any]) -> int | None:

@@ -68,6 +68,15 @@ class CaptionPublisher:
             except Exception as exc:  # noqa: BLE001 - every send failure means the same
                 raise ConnectionGone(type(exc).__name__) from exc
 
+    async def send_bytes(self, data: bytes) -> None:
+        """Send one binary frame (a voice's audio, ``app.live.voices``) under the same lock
+        as text frames; a closed socket: ``ConnectionGone``."""
+        async with self.send_lock:
+            try:
+                await self.ws.send_bytes(data)
+            except Exception as exc:  # noqa: BLE001 - every send failure means the same
+                raise ConnectionGone(type(exc).__name__) from exc
+
     async def error(self, code: str, message: str, *, segment: int | None = None,
                     final: bool = False, param: str | None = None,
                     lang: str | None = None) -> None:

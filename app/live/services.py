@@ -26,6 +26,7 @@ from app.settings import Settings
 from app.speech.service import SpeechRecognition
 from app.translation.sessions import SessionStore
 from app.translation.translator import TranslationOutcome
+from app.voice.registry import VoiceRegistry
 
 
 def _ignore(*_: Any) -> None:
@@ -72,6 +73,8 @@ class LiveServices:
     # room viewer tokens: a viewer's token may admit to every talk of its room
     room_tokens: RoomViewerTokens | None = None
     metrics: LiveMetrics = field(default_factory=LiveMetrics)
+    # the server's voices (start's "voices"); None: no voice for any language
+    voices: VoiceRegistry | None = None
     # ended talks' pushes still delivering: the server's shutdown waits for them
     flushes: PushFlushes = field(default_factory=PushFlushes)
 

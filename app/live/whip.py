@@ -151,6 +151,10 @@ class WhipSocket:
         elif kind == "done":
             self.done.set()
 
+    async def send_bytes(self, data: bytes) -> None:
+        """A voice's audio: a WHIP publisher asks for no voices, nobody would hear it."""
+        return None
+
     async def close(self, code: int = 1000, reason: str | None = None) -> None:
         if not self.ready.is_set():
             self.refusal = self.refusal or Refusal("closed", reason or "the session closed")

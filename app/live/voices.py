@@ -1,0 +1,146 @@
+"""A live connection's voices (API.md "Voices"): its committed text spoken, as binary
+frames on the speaker's own socket.
+
+``start``'s ``"voices"`` names some of its target languages. Each gets a ``VoiceStream``
+(``app.voice.stream``) from the server's registry, listening to the connection's commits;
+a task per voice sends its audio as binary frames through the publisher's send lock, so
+audio and JSON frames interleave whole. A binary frame is a 2-byte header (the voice's
+``index`` in ``ready``'s ``voices``, then 0) and PCM16 little-endian mono at that voice's
+``sample_rate``: the PCM starts at an even offset (a browser's ``Int16Array(buf, 2)``).
+
+A language with no voice on this server is told once (``voice_unavailable``) and its
+captions go on; committed text a voice will not speak (overrun, an engine failure, the
+talk ended first) is told as ``voice_dropped``, never lost silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from app.live.frames import log_unexpected
+from app.live.publisher import CaptionPublisher, ConnectionGone
+from app.voice.base import VoiceUnavailable
+from app.voice.registry import VoiceRegistry
+from app.voice.stream import VoiceChunk, VoiceLoss, VoiceStream
+
+log = logging.getLogger("livetrans.live")
+
+PIECE_S = 0.5  # the longest audio in one binary frame: a client starts playing early
+FLUSH_S = 30.0  # what the voices still have to say when the talk ends, at most this long
+_LOSSES = {"overrun": "the voice fell too far behind the speaker",
+           "failed": "the voice could not speak it",
+           "closed": "the talk ended before it was spoken"}
+
+
+def frame_header(index: int) -> bytes:
+    """The 2 bytes before a voice's PCM in a binary frame."""
+    return bytes((index, 0))
+
+
+class ConnectionVoices:
+    """The voices of one connection, from ``start`` until the talk ends."""
+
+    def __init__(self, publisher: CaptionPublisher, registry: VoiceRegistry | None) -> None:
+        self.publisher = publisher
+        self.registry = registry
+        self.streams: list[VoiceStream] = []
+        self.tasks: list[asyncio.Task] = []
+        self._reports: set[asyncio.Task] = set()
+
+    async def open(self, langs: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+        """A voice per language that has one: (``ready``'s ``voices``, the languages
+        without). Resolving a voice may start a process: off the event loop."""
+        described: list[dict[str, Any]] = []
+        missing: list[str] = []
+        for lang in langs:
+            if self.registry is None:
+                missing.append(lang)
+                continue
+            try:
+                synth = await asyncio.to_thread(self.registry.resolve, lang)
+            except VoiceUnavailable:
+                missing.append(lang)
+                continue
+            index = len(self.streams)
+            stream = VoiceStream(synth, executor=self.registry.executor,
+                                 catch_up=self.registry.catch_up, on_loss=self._report)
+            self.streams.append(stream)
+            self.publisher.commit_listeners.append(stream)
+            info = synth.info
+            described.append({"index": index, "lang": lang, "engine": info.engine,
+                              "voice": info.voice, "format": "pcm16",
+                              "sample_rate": info.sample_rate, "channels": 1})
+        return described, missing
+
+    def start(self) -> None:
+        """Send each voice's audio from now on (after ``ready``: it describes them)."""
+        for index, stream in enumerate(self.streams):
+            task = asyncio.create_task(self._send(index, stream))
+            task.add_done_callback(_settle)
+            self.tasks.append(task)
+
+    async def _send(self, index: int, stream: VoiceStream) -> None:
+        header = frame_header(index)
+        async for chunk in stream.chunks():
+            for piece in pieces(chunk):
+                try:
+                    await self.publisher.send_bytes(header + piece)
+                except ConnectionGone:
+                    stream.abort()
+                    return
+
+    def _report(self, loss: VoiceLoss) -> None:
+        """A voice's loss, told to the speaker (``on_loss`` returns at once: a task)."""
+        async def tell() -> None:
+            with contextlib.suppress(ConnectionGone):
+                await self.publisher.error(
+                    "voice_dropped", f"{loss.phrases} committed phrase(s) ({loss.chars} "
+                    f"characters) will not be heard: {_LOSSES.get(loss.reason, loss.reason)}",
+                    lang=loss.lang)
+
+        task = asyncio.get_running_loop().create_task(tell())
+        self._reports.add(task)
+        task.add_done_callback(self._reports.discard)
+
+    async def finish(self, timeout_s: float = FLUSH_S) -> None:
+        """The talk ended: what was committed is spoken and sent (within ``timeout_s``;
+        what is left then is reported), before the connection's ``done``."""
+        for stream in self.streams:
+            self.publisher.commit_listeners[:] = [
+                x for x in self.publisher.commit_listeners if x is not stream]
+        if not self.streams:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        for stream in self.streams:
+            await stream.close(max(0.0, deadline - loop.time()))
+        if self.tasks:
+            await asyncio.wait(self.tasks, timeout=max(0.0, deadline - loop.time()))
+        self.abort()
+        if self._reports:
+            await asyncio.wait(set(self._reports), timeout=1.0)
+
+    def abort(self) -> None:
+        """The connection is gone (or out of time): stop every voice now."""
+        for stream in self.streams:
+            stream.abort()
+        for task in self.tasks:
+            if not task.done():
+                task.cancel()
+
+
+def pieces(chunk: VoiceChunk) -> list[bytes]:
+    """The chunk's PCM in pieces of at most ``PIECE_S`` (whole samples)."""
+    size = int(PIECE_S * chunk.sample_rate) * 2
+    return [chunk.pcm[i:i + size] for i in range(0, len(chunk.pcm), size)]
+
+
+def _settle(task: asyncio.Task) -> None:
+    if task.cancelled():
+        return
+    crash = task.exception()
+    if crash is not None:
+        log_unexpected(log, crash, "live voice")

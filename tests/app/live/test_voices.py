@@ -1,0 +1,115 @@
+"""Voices on ``WebSocket /v1/live`` against the real server, model and engines (API.md
+"Voices"): ``start``'s ``voices`` described in ``ready``, the committed text spoken as
+binary frames (a 2-byte header naming the voice, then PCM16) before ``done``, a language
+without a voice told once while its captions go on, and bad ``voices`` refused."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import numpy as np
+import pytest
+import websockets
+
+from app.voice import espeak, piper
+from app.voice.registry import VoiceRegistry
+from tests.app.voice.audio import assert_speech
+
+pytestmark = pytest.mark.skipif(espeak.binary() is None,
+                                reason="espeak-ng is not installed (make system-deps)")
+
+SENTENCES = ["The committee will meet again next week to discuss the new budget.",
+             "Most of the members agreed that the plan needs more time."]
+
+
+def _ws(server) -> str:  # noqa: ANN001
+    return server.url.replace("http://", "ws://") + "/v1/live"
+
+
+async def _talk(server, start: dict) -> tuple[dict, list[dict | bytes]]:  # noqa: ANN001
+    """Start, say each sentence in three updates, stop; every frame until ``done``
+    (JSON frames parsed, binary frames as bytes)."""
+    async with websockets.connect(_ws(server), max_size=None) as ws:
+        await ws.send(json.dumps({"type": "start", "display": "append", **start}))
+        ready = json.loads(await ws.recv())
+        frames: list[dict | bytes] = []
+        for seg, sentence in enumerate(SENTENCES):
+            words = sentence.split()
+            for n in (4, 8):
+                await ws.send(json.dumps({"type": "partial", "segment": seg,
+                                          "text": " ".join(words[:n])}))
+            await ws.send(json.dumps({"type": "final", "segment": seg, "text": sentence}))
+        await ws.send(json.dumps({"type": "stop"}))
+        async with asyncio.timeout(300):
+            while True:
+                raw = await ws.recv()
+                frames.append(raw if isinstance(raw, bytes) else json.loads(raw))
+                if isinstance(frames[-1], dict) and frames[-1]["type"] == "done":
+                    return ready, frames
+
+
+def test_committed_text_is_spoken_as_binary_pcm16_before_done(live_server) -> None:
+    langs = ["de", "en"]
+    ready, frames = asyncio.run(_talk(live_server, {"target_langs": langs, "voices": langs}))
+    assert ready["type"] == "ready", ready
+    voices = ready["voices"]
+    assert [v["lang"] for v in voices] == langs and [v["index"] for v in voices] == [0, 1]
+    for voice in voices:
+        assert voice["format"] == "pcm16" and voice["channels"] == 1
+        assert voice["sample_rate"] == 22050
+    assert voices[0]["engine"] == "espeak-ng"
+    if piper.packaged_english_voice() is not None:
+        assert voices[1]["engine"] == "piper"
+    assert [f for f in frames if isinstance(f, dict) and f["type"] == "error"] == []
+    audio = [f for f in frames if isinstance(f, bytes)]
+    assert audio and frames[-1] == {"type": "done"}
+    pcm: dict[int, bytes] = {0: b"", 1: b""}
+    for frame in audio:
+        index, zero, body = frame[0], frame[1], frame[2:]
+        assert zero == 0 and index in pcm and len(body) % 2 == 0 and body
+        assert len(body) <= 2 * voices[index]["sample_rate"] // 2  # at most 0.5 s a frame
+        # the PCM starts at an even offset: a browser's Int16Array(buffer, 2)
+        assert np.frombuffer(frame, dtype="<i2", offset=2).size == len(body) // 2
+        pcm[index] += body
+    for index, voice in enumerate(voices):
+        # two sentences, all of it committed by the finals: seconds of speech each
+        assert_speech(pcm[index], voice["sample_rate"], 2.0, 60.0)
+    # the captions went on as ever: a final caption per sentence and language
+    finals = [f for f in frames if isinstance(f, dict) and f["type"] == "caption"
+              and f["final"]]
+    assert len(finals) == len(SENTENCES) * len(langs)
+
+
+def test_a_language_without_a_voice_is_told_once_and_its_captions_go_on(
+        live_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a server started with --voice-engine none and no --voice: no language has a voice
+    monkeypatch.setattr(live_server.state, "voices", VoiceRegistry(engine="none"))
+    ready, frames = asyncio.run(_talk(live_server, {"target_langs": ["de", "fr"],
+                                                    "voices": ["fr", "de"]}))
+    assert ready["type"] == "ready" and ready["voices"] == []
+    errors = [f for f in frames if isinstance(f, dict) and f["type"] == "error"]
+    assert sorted((e["code"], e["lang"], e["param"]) for e in errors) == [
+        ("voice_unavailable", "de", "voices"), ("voice_unavailable", "fr", "voices")]
+    assert not any(isinstance(f, bytes) for f in frames)
+    finals = [f for f in frames if isinstance(f, dict) and f["type"] == "caption"
+              and f["final"]]
+    assert len(finals) == len(SENTENCES) * 2 and frames[-1] == {"type": "done"}
+
+
+@pytest.mark.parametrize(("start", "expected"), [
+    ({"target_lang": "de", "voices": ["fr"], "display": "append"}, "not one of the target"),
+    ({"target_lang": "de", "voices": ["de", "de"], "display": "append"}, "at most once"),
+    ({"target_lang": "de", "voices": ["de"]}, '"display": "append"'),
+    ({"target_lang": "de", "voices": "de", "display": "append"}, "valid list"),
+])
+def test_bad_voices_are_refused_naming_the_field(live_server, start: dict,
+                                                 expected: str) -> None:
+    async def main() -> dict:
+        async with websockets.connect(_ws(live_server)) as ws:
+            await ws.send(json.dumps({"type": "start", **start}))
+            return json.loads(await ws.recv())
+
+    frame = asyncio.run(main())
+    assert frame["type"] == "error" and frame["param"] == "voices", frame
+    assert expected in frame["message"]
