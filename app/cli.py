@@ -257,6 +257,8 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
                      "word error rate and final latency: Whisper vs PocketSphinx"),
     "bench-append": ("eval.append_bench", "main",
                      "append-only commits vs re-translation: chrF, NE, StreamLAAL, YAAL"),
+    "voice-bench": ("eval.voice_bench", "main",
+                    "speech synthesis real-time factor per voice engine, side by side"),
 }
 
 
