@@ -52,3 +52,24 @@ def test_a_missing_or_configless_voice_is_one_line(tmp_path: Path) -> None:
     broken = PiperSynthesizer("de", bare)
     with pytest.raises(SynthesisError, match="does not load"):
         broken.synthesize("Hallo")
+
+
+def test_the_english_voice_is_recognised_back_by_whisper(joe: PiperSynthesizer) -> None:
+    """The round trip: what Piper says, the server's own recogniser (Whisper base) hears
+    as the same words."""
+    pytest.importorskip("faster_whisper", reason="faster-whisper (livetrans[speech]) is "
+                        "not installed")
+    import numpy as np
+
+    from app.speech.resample import Resampler
+    from app.speech.whisper_stream import StreamingWhisper
+    from tests.speech import SENTENCES, wer
+
+    recogniser = StreamingWhisper(threads=2)
+    for sentence in SENTENCES:
+        pcm = np.frombuffer(joe.synthesize(sentence), dtype="<i2").astype(np.float64)
+        audio = (Resampler(joe.info.sample_rate).process(pcm) / 32768.0).astype(np.float32)
+        silence = np.zeros(16000, dtype=np.float32)  # a pause: the sentence ends
+        events = recogniser.feed(np.concatenate([audio, silence])) + recogniser.flush()
+        heard = " ".join(e.text for e in events if e.kind == "final")
+        assert wer(sentence, heard) <= 0.2, (sentence, heard)
