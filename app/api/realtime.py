@@ -11,8 +11,10 @@ to the session. Every refusal is accepted first, told in an ``error`` event, the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
@@ -32,8 +34,11 @@ from app.live.realtime.client_secrets import (
     ClientSecrets,
     SecretRefused,
 )
-from app.live.realtime.session import RealtimeSession
+from app.live.realtime.session import RealtimeSession, Voices
 from app.live.realtime.session_state import SessionConfig, language_checker
+from app.live.realtime.voice_out import VoiceSource
+from app.voice.base import VoiceUnavailable
+from app.voice.registry import VoiceRegistry
 
 router = APIRouter()
 
@@ -123,12 +128,29 @@ async def translations(ws: WebSocket) -> None:
         await _refuse(ws, exc.code, exc.message, param=exc.param)
         return
     await _accept(ws)
-    session = RealtimeSession(config, state.live_services(), owner, ws.send_text)
+    session = RealtimeSession(config, state.live_services(), owner, ws.send_text,
+                              voices=_voices(state))
     try:
         code = await session.run(ws.receive)
         await ws.close(code=code)
     except (WebSocketDisconnect, RuntimeError, OSError):
         pass
+
+
+def _voices(state: ServerState) -> Voices:
+    """A session's voice for its output language, from the server's voice registry
+    (``app.voice.registry``: ``--voice``, ``--voice-engine``); None when nothing speaks
+    the language (the session says so once and goes on with text)."""
+    registry: VoiceRegistry = state.voices
+
+    async def voice(lang: str, on_loss: Callable[[Any], None]) -> VoiceSource | None:
+        try:
+            await asyncio.to_thread(registry.resolve, lang)  # may start a process
+        except VoiceUnavailable:
+            return None
+        return registry.stream(lang, on_loss=on_loss)
+
+    return voice
 
 
 def _ttl(body: dict[str, Any]) -> int:

@@ -49,6 +49,11 @@ class LegSocket:
     async def send_text(self, data: str) -> None:
         await self.on_frame(json.loads(data))
 
+    async def send_bytes(self, data: bytes) -> None:
+        """A leg asks for no ``voices``: the session speaks commits itself (its own
+        ``VoiceOut``, 24 kHz deltas), so no binary frame comes; one would be dropped."""
+        return None
+
     async def close(self, code: int = 1000, reason: str | None = None) -> None:
         if self.close_code is None:
             self.close_code = code

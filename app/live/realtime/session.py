@@ -61,7 +61,8 @@ class ClientGone(Exception):
 
 
 Send = Callable[[str], Awaitable[None]]
-Voices = Callable[[str], VoiceSource | None]  # a language's voice stream, or None
+# a language's voice stream (told of what it will not speak), or None: no voice for it
+Voices = Callable[[str, Callable[[Any], None]], Awaitable[VoiceSource | None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 
@@ -74,6 +75,8 @@ class RealtimeSession:
         self._send = send
         self.voices = voices  # the output language's voice, when the server has voices
         self.voice_outs: dict[int, VoiceOut] = {}  # per leg (id)
+        self.voiceless_told: set[str] = set()
+        self._tells: set[asyncio.Task] = set()  # error events from callbacks
         self.send_lock = asyncio.Lock()
         self.buffer = FrameBuffer()
         self.commands: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -310,13 +313,40 @@ class RealtimeSession:
         leg.task.add_done_callback(lambda _task: self._leg_ended(leg))
         self.output_texts[id(leg)] = TranscriptStream(config.output_language)
         self.input_texts[id(leg)] = TranscriptStream(source)
-        voice = self.voices(config.output_language) if self.voices is not None else None
-        if voice is not None:
-            self.voice_outs[id(leg)] = VoiceOut(voice, self.send,
-                                                lambda: self.buffer.elapsed_ms)
+        await self.open_voice(leg)
         held, self.held = self.held, []
         for frame in held:
             await leg.push(frame)
+
+    async def open_voice(self, leg: Leg) -> None:
+        """The output language's voice for ``leg``; a language no voice speaks is told
+        once (``voice_unavailable``) and its text goes on."""
+        if self.voices is None:
+            return
+        lang = leg.output_language
+        voice = await self.voices(lang, self.voice_lost)
+        if voice is None:
+            if lang not in self.voiceless_told:
+                self.voiceless_told.add(lang)
+                await self.send(events.error_event(
+                    "voice_unavailable", f"no voice on this server speaks '{lang}': its "
+                    "translation comes as text only", param="session.audio.output.language",
+                    kind="server_error"))
+            return
+        self.voice_outs[id(leg)] = VoiceOut(voice, self.send, lambda: self.buffer.elapsed_ms)
+
+    def voice_lost(self, loss: Any) -> None:
+        """Committed text a voice will not speak (it fell behind, failed, or the talk
+        ended first): told as an error event, never lost silently."""
+        async def tell() -> None:
+            with contextlib.suppress(ClientGone):
+                await self.send(events.error_event(
+                    "voice_dropped", f"{loss.phrases} phrase(s) of the translation were not "
+                    f"spoken ({loss.reason})", kind="server_error"))
+
+        task = asyncio.get_running_loop().create_task(tell())
+        self._tells.add(task)
+        task.add_done_callback(self._tells.discard)
 
     async def finish_leg(self) -> None:
         leg, self.leg = self.leg, None

@@ -74,6 +74,25 @@ def _check_talk(events: list[dict]) -> tuple[str, str]:
     return heard, said
 
 
+def _check_audio(events: list[dict]) -> float:
+    """The audio deltas are decodable 24 kHz PCM16 mono and mostly voiced; their
+    seconds."""
+    deltas = [e for e in events if e["type"] == "session.output_audio.delta"]
+    assert deltas, "no translated speech"
+    pcm = b""
+    for e in deltas:
+        assert (e["format"], e["sample_rate"], e["channels"]) == ("pcm16", 24000, 1)
+        assert e["elapsed_ms"] % 200 == 0
+        piece = base64.b64decode(e["delta"], validate=True)
+        assert piece and len(piece) % 2 == 0
+        pcm += piece
+    samples = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
+    frames = samples[: len(samples) // 480 * 480].reshape(-1, 480)  # 20 ms
+    voiced = np.sqrt((frames ** 2).mean(axis=1)) > 300
+    assert voiced.mean() > 0.2, voiced.mean()
+    return len(samples) / 24000
+
+
 @needs_espeak
 def test_async_sdk_speech_in_german_text_out_source_detected(live_server,
                                                               tmp_path) -> None:
@@ -110,6 +129,7 @@ def test_async_sdk_speech_in_german_text_out_source_detected(live_server,
     assert wer(" ".join(SENTENCES), heard) <= 0.3, heard
     assert wer(" ".join(SENTENCES), said) > 0.7, said  # not an echo of the source
     assert GERMAN & {w.strip(".,!?").lower() for w in said.split()}, said
+    assert _check_audio(events) > 1.0  # the translation, spoken
 
 
 def _keyed_server() -> LiveServer:
@@ -151,6 +171,7 @@ def test_sync_sdk_with_a_client_secret_fixed_source_japanese_out(keyed_server,
     assert wer(" ".join(SENTENCES), heard) <= 0.3, heard
     assert re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", said), said
     assert " " not in said.strip()  # Japanese segments are joined without spaces
+    assert _check_audio(events) > 1.0
 
 
 # -- refusals at the door -------------------------------------------------------------------
@@ -494,3 +515,28 @@ def test_a_browser_passes_its_client_secret_as_a_subprotocol(keyed_server) -> No
     refused, chosen = asyncio.run(main(["realtime", "openai-insecure-api-key.ek_x.y"]))
     _check_error(refused, "invalid_client_secret")
     assert chosen == "realtime"
+
+
+@needs_espeak
+def test_without_a_voice_for_the_language_the_text_goes_on_and_it_is_said_once(
+        tmp_path) -> None:
+    pcm = _pcm24(tmp_path)
+    with LiveServer(voice_engine="none") as server:
+        client = OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+        events: list[dict] = []
+        with client.realtime.translations.connect(model="livetrans") as conn:
+            conn.send({"type": "session.update", "session": {
+                "audio": {"output": {"language": "de"}},
+                "livetrans": {"source_language": "en"}}})
+            for event in _appends(pcm):
+                conn.send(event)
+            conn.send({"type": "session.close"})
+            events.append(_dump(conn.recv()))
+            while events[-1]["type"] != "session.closed":
+                events.append(_dump(conn.recv()))
+    errors = [e for e in events if e["type"] == "error"]
+    assert [e["error"]["code"] for e in errors] == ["voice_unavailable"]
+    assert errors[0]["error"]["type"] == "server_error"
+    assert _text(events, "session.output_transcript.delta")
+    assert not [e for e in events if e["type"] == "session.output_audio.delta"]
+    assert events[-1]["type"] == "session.closed"
