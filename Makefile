@@ -35,7 +35,7 @@ lint: setup
 
 # The browser test drives Debian's Chromium, the scale-out test Debian's nginx, the room-bus
 # tests Debian's redis-server and redis-sentinel (the failover test) and the
-# speech-to-captions test Debian's espeak-ng (its speech synthesiser), the audio-source and
+# speech-to-captions test and the voices Debian's espeak-ng (a speech synthesiser), the audio-source and
 # HLS tests Debian's ffmpeg (it encodes test audio and video, and reads the subtitle
 # playlists as a player would); the caption-screen screenshots need a Japanese font
 # (fonts-ipafont-gothic); without root or apt they are skipped, not failed.
