@@ -10,8 +10,8 @@ API's ``session.output_audio.delta``.
 A voice that falls behind the speaker speeds up (``app.voice.catchup``) rather than
 skipping. Memory is bounded twice: at most ``max_buffered`` chunks wait for a slow
 consumer (then synthesis waits), and at most ``max_pending_s`` seconds of text wait for
-synthesis; past that the oldest phrases are dropped, counted and reported (``on_loss``),
-never silently. A phrase an engine cannot speak is reported the same way.
+synthesis; past that the oldest phrases are dropped (down to half the bound), counted and
+reported (``on_loss``), never silently. A phrase an engine cannot speak is reported the same way.
 """
 
 from __future__ import annotations
@@ -137,9 +137,10 @@ class VoiceStream:
 
     def _shed(self) -> None:
         """Past the hard bound: drop the oldest phrases (the newest are nearest the
-        speaker) until the rest fits, and report them."""
+        speaker) down to half the bound, and report them. Half, not just under it: a voice
+        that cannot keep up at all would otherwise shed (and report) on every commit."""
         dropped: list[_Phrase] = []
-        while self._pending_s > self.max_pending_s and len(self._pending) > 1:
+        while self._pending_s > self.max_pending_s / 2 and len(self._pending) > 1:
             phrase = self._pending.popleft()
             self._pending_s -= speech_s(phrase.text)
             dropped.append(phrase)
