@@ -259,6 +259,8 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
                      "append-only commits vs re-translation: chrF, NE, StreamLAAL, YAAL"),
     "voice-bench": ("eval.voice_bench", "main",
                     "speech synthesis real-time factor per voice engine, side by side"),
+    "interpreter-bench": ("eval.interpreter_bench", "main",
+                          "realtime translation: speech end to first word, first audio, final"),
 }
 
 
