@@ -61,7 +61,8 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    return {"cpu": model, "cores": os.cpu_count(), "system": platform.platform()}
+    return {"cpu": model, "cores": os.cpu_count(), "system": platform.platform(),
+            "load_1m": round(os.getloadavg()[0], 2)}  # other work skews real-time figures
 
 
 async def speaker(url: str, talk: Talk, source: str, target: str, delay_s: float,
@@ -149,12 +150,13 @@ def summary(speakers: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
 def table(summaries: list[dict[str, Any]], info: dict[str, Any], args: argparse.Namespace,
           ) -> Table:
     title = (f"speech end -> output, seconds, p50 / p90 ({args.source}->{args.target}, "
-             f"{info['cpu']}, {info['cores']} cores)")
-    t = Table(["speakers", "sentences", "missed", "first word", "first audio", "final"],
-              title=title)
+             f"{info['cpu']}, {info['cores']} cores, load {info['load_1m']} at the start)")
+    t = Table(["speakers", "sentences", "missed", "first word", "first audio", "final",
+               "load after"], title=title)
     for s in summaries:
         t.add(s["speakers"], s["sentences"], s["missed"],
-              *(f"{_cell(s[m]['p50'])} / {_cell(s[m]['p90'])}" for m in METRICS))
+              *(f"{_cell(s[m]['p50'])} / {_cell(s[m]['p90'])}" for m in METRICS),
+              s.get("load_1m_after", "-"))
     return t
 
 
@@ -201,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     from eval.local_server import LocalServer
 
     info = machine()
-    print(f"machine: {info['cpu']}, {info['cores']} cores", file=sys.stderr)
+    print(f"machine: {info['cpu']}, {info['cores']} cores, load {info['load_1m']}",
+          file=sys.stderr)
     base = SENTENCES[args.source]
     talks = [compose((base[k:] + base[:k])[:args.sentences], args.source, 1.0, args.pause_s)
              for k in range(max(counts))]
@@ -215,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n} speaker(s): {args.sentences} sentences each, real time",
                   file=sys.stderr)
             rows = asyncio.run(session_run(server.url, talks[:n], args))
-            summaries.append(summary(n, rows))
+            summaries.append({**summary(n, rows), "load_1m_after": round(os.getloadavg()[0], 2)})
             runs.append({"speakers": n, "rows": rows})
             print(f"  done: {summaries[-1]}", file=sys.stderr)
     report = {"machine": info, "voice": voice and {"engine": voice.engine,
@@ -229,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                 ensure_ascii=False) + "\n")
     (args.out / "interpreter_bench.md").write_text(
         f"# livetrans interpreter-bench\n\nMachine: {info['cpu']}, {info['cores']} cores "
-        f"({info['system']}). Voice: {report['voice']}.\n\n{t.markdown()}\n")
+        f"({info['system']}), 1-minute load {info['load_1m']} at the start. Voice: "
+        f"{report['voice']}.\n\n{t.markdown()}\n")
     return 0
 
 

@@ -62,6 +62,7 @@ def test_a_tiny_run_writes_the_report(tmp_path: Path, capsys) -> None:
     report = json.loads((tmp_path / "interpreter_bench.json").read_text())
     assert set(report) == {"machine", "voice", "settings", "summaries", "runs"}
     assert report["machine"]["cores"] >= 1 and report["machine"]["cpu"]
+    assert "load_1m" in report["machine"] and "load_1m_after" in report["summaries"][0]
     (summary,) = report["summaries"]
     assert summary["speakers"] == 1 and summary["sentences"] == 1
     for metric in ("first_word_s", "first_audio_s", "final_s"):
@@ -72,7 +73,7 @@ def test_a_tiny_run_writes_the_report(tmp_path: Path, capsys) -> None:
     assert row["heard"] and row["final_s"] is not None  # the sentence was heard, translated
     md = (tmp_path / "interpreter_bench.md").read_text()
     assert "cores" in md and "| speakers |" in md
-    assert "| 1 | 1 |" in capsys.readouterr().out
+    assert "| 1 | 1 |" in capsys.readouterr().out and "load" in md
 
 
 def test_bad_speaker_counts_are_refused(capsys) -> None:
