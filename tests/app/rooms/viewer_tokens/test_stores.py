@@ -27,7 +27,15 @@ from tests.redis_server import redis_server
 
 ROOM = "keynote-1"
 KEYS = ("operator-key",)
-T0 = float(int(time.time()))  # now: Redis expires keys by its own clock
+T0 = float(int(time.time()))  # now (each test's start, below): Redis expires keys by its clock
+
+
+@pytest.fixture(autouse=True)
+def _now() -> None:
+    """T0 is now at each test's start: a T0 taken when the module was collected is minutes
+    old by the time a test runs in the full suite, and Redis had expired its tokens."""
+    global T0
+    T0 = float(int(time.time()))
 
 
 class Clock:
