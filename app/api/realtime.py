@@ -2,11 +2,17 @@
 
     WebSocket /v1/realtime/translations?model=M     the session (``app.live.realtime``)
     POST /v1/realtime/translations/client_secrets   a short-lived secret for a browser
+    POST /v1/realtime/translations/calls            the same session over WebRTC: an SDP
+                                                    offer in, the answer out (201)
+    POST /v1/realtime/translations/calls/{id}/hangup  ends a call (its API key only)
 
 The WebSocket checks the origin, the credential (an API key, or a client secret that
 also carries the session's starting configuration) and the model, then hands the socket
 to the session. Every refusal is accepted first, told in an ``error`` event, then closed
 (1008): the SDK reads the reason instead of a bare 403, and its retry logic sees why.
+A call (``app.live.realtime.webrtc``) checks the same things and answers a refusal as an
+OpenAI-shaped HTTP error; it takes the credential from ``Authorization`` only (a browser's
+``fetch`` can set it), so the middleware lets the path through to this route's check.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, Request, Response, WebSocket, WebSocketDisconnect
 
 from app.api.errors import APIError
 from app.api.http.auth import bearer_key, owner_of
@@ -37,6 +43,8 @@ from app.live.realtime.client_secrets import (
 from app.live.realtime.session import RealtimeSession, Voices
 from app.live.realtime.session_state import SessionConfig, language_checker
 from app.live.realtime.voice_out import VoiceSource
+from app.live.whip import OfferError, check_offer
+from app.port_range import PortRange
 from app.voice.base import VoiceUnavailable
 from app.voice.registry import VoiceRegistry
 
@@ -44,6 +52,7 @@ router = APIRouter()
 
 PATH = "/v1/realtime/translations"
 KEY_PROTOCOL = "openai-insecure-api-key."  # a browser's credential, as a subprotocol
+RETRY_AFTER_S = 5
 
 
 def _secrets(state: ServerState, app: Any) -> ClientSecrets:
@@ -87,6 +96,21 @@ async def _refuse(ws: WebSocket, code: str, message: str, close: int = CLOSE_POL
         pass
 
 
+def _grant(state: ServerState, app: Any, credential: str) -> tuple[str | None,
+                                                                     dict[str, Any]]:
+    """(owner, the session's starting configuration) of a credential: a client secret
+    carries its configuration, an API key none; ``SecretRefused`` for a forged, expired
+    or unknown one. Without API keys everything is open and nothing has an owner."""
+    if credential.startswith("ek_"):
+        grant = _secrets(state, app).read(credential, time.time())
+        return grant.owner, grant.session
+    if state.auth.api_keys:
+        if credential not in state.auth.api_keys:
+            raise SecretRefused("invalid_api_key", "Incorrect or missing API key.")
+        return owner_of(credential), {}
+    return None, {}
+
+
 @router.websocket(PATH)
 async def translations(ws: WebSocket) -> None:
     state: ServerState = ws.app.state.livetrans
@@ -95,20 +119,11 @@ async def translations(ws: WebSocket) -> None:
         return
     credential = bearer_key(ws.headers.get("authorization", "")) or \
         ws.query_params.get("api_key", "") or _subprotocol(ws)[1]
-    owner: str | None = None
-    initial: dict[str, Any] = {}
-    if credential.startswith("ek_"):
-        try:
-            grant = _secrets(state, ws.app).read(credential, time.time())
-        except SecretRefused as exc:
-            await _refuse(ws, exc.code, exc.message)
-            return
-        owner, initial = grant.owner, grant.session
-    elif state.auth.api_keys:
-        if credential not in state.auth.api_keys:
-            await _refuse(ws, "invalid_api_key", "Incorrect or missing API key.")
-            return
-        owner = owner_of(credential)
+    try:
+        owner, initial = _grant(state, ws.app, credential)
+    except SecretRefused as exc:
+        await _refuse(ws, exc.code, exc.message)
+        return
     model = ws.query_params.get("model", "")
     if not model:
         await _refuse(ws, "missing_model", "the 'model' query parameter is required "
@@ -198,3 +213,97 @@ async def client_secrets(request: Request) -> dict[str, Any]:
     key = bearer_key(request.headers.get("authorization", ""))
     value = _secrets(state, request.app).mint(key, kept, expires_at)
     return {"value": value, "expires_at": expires_at, "session": config.to_json()}
+
+
+def _webrtc_available() -> bool:
+    try:
+        import aiortc  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _ice(state: ServerState) -> Any:
+    """WebRTC's reach: the WHIP options (``--whip-ice-server``, ``--whip-udp-ports``,
+    ``--whip-public-ip``) serve every WebRTC peer of the server."""
+    from app.live.whip import IceOptions
+
+    settings = state.settings
+    ports = PortRange.parse(settings.whip_udp_ports) if settings.whip_udp_ports else None
+    return IceOptions(tuple(settings.whip_ice_servers), ports, settings.whip_public_ip)
+
+
+def _call_model(state: ServerState, request: Request, credential: str) -> str:
+    """The call's model: ``?model=``, or the served one for a client secret (which was
+    minted for a model this server serves); an API key must name it, as on the socket."""
+    model = request.query_params.get("model", "")
+    if not model and credential.startswith("ek_"):
+        model = state.model_id
+    if not model:
+        raise APIError(400, "the 'model' query parameter is required with an API key "
+                       "(POST /v1/realtime/translations/calls?model=...)", param="model",
+                       code="missing_model")
+    if model not in state.model_aliases:
+        raise APIError(400, f"The model '{safe_echo(model, 64)}' does not exist; this "
+                       f"server serves '{state.model_id}'.", param="model",
+                       code="model_not_found")
+    return model
+
+
+@router.post(PATH + "/calls", status_code=201)
+async def call(request: Request) -> Response:
+    """A browser's WebRTC call: its SDP offer answered, the session started on it."""
+    state: ServerState = request.app.state.livetrans
+    credential = bearer_key(request.headers.get("authorization", ""))
+    try:
+        owner, initial = _grant(state, request.app, credential)
+    except SecretRefused as exc:
+        raise APIError(401, exc.message, code=exc.code) from None
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "application/sdp":
+        raise APIError(415, "a call's offer is sent with Content-Type: application/sdp "
+                       "(the SDP text of pc.createOffer())", code="unsupported_media_type")
+    model = _call_model(state, request, credential)
+    if not _webrtc_available():
+        raise APIError(503, "this server cannot take WebRTC calls: pip install "
+                       "'livetrans[speech]'", code="webrtc_unavailable")
+    try:
+        sdp = check_offer(await request.body())
+    except OfferError as exc:
+        raise APIError(400, exc.message, param="sdp", code=exc.code) from None
+    try:
+        config = _config(state, model, initial)
+    except ClientEventError as exc:
+        raise APIError(400, exc.message, param=exc.param, code=exc.code) from None
+    if not state.live_services().ready():
+        raise APIError(503, "the model is still loading (or the server is shutting down); "
+                       "retry shortly", code="not_ready",
+                       headers={"Retry-After": str(RETRY_AFTER_S)})
+    from app.live.realtime.webrtc import CallRefused
+
+    services, voices = state.live_services(), _voices(state)
+    try:
+        made, answer = await state.realtime_calls.open(
+            sdp, lambda send, track: RealtimeSession(config, services, owner, send,
+                                                     voices=voices, sink=track),
+            owner, _ice(state))
+    except OfferError as exc:
+        raise APIError(400, exc.message, param="sdp", code=exc.code) from None
+    except CallRefused as exc:
+        status = 429 if exc.code == "too_many_calls" else 503
+        raise APIError(status, exc.message, code=exc.code,
+                       headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+    return Response(answer, status_code=201, media_type="application/sdp",
+                    headers={"Location": f"{PATH}/calls/{made.id}"})
+
+
+@router.post(PATH + "/calls/{call_id}/hangup")
+async def hang_up(call_id: str, request: Request) -> Response:
+    """End a call from the server side (its API key's calls only)."""
+    state: ServerState = request.app.state.livetrans
+    made = state.realtime_calls.get(call_id, getattr(request.state, "owner", None))
+    if made is None:
+        raise APIError(404, "no call with this id (it ended, or never began)",
+                       code="call_not_found")
+    await state.realtime_calls.hang_up(made)
+    return Response(status_code=200)

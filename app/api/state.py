@@ -13,6 +13,7 @@ from app.api.metrics import Metrics
 from app.engine.worker import EngineWorker
 from app.live.limits import LiveLimits, limits_of
 from app.live.outputs.flushes import PushFlushes
+from app.live.realtime.webrtc import RealtimeCalls
 from app.live.services import LiveMetrics, LiveServices
 from app.live.whip import WhipSessions
 from app.rooms.bus import RoomBus
@@ -46,6 +47,8 @@ class ServerState:
     # ended talks' pushes still delivering (app.live.outputs.flushes): shutdown awaits them
     push_flushes: PushFlushes = field(default_factory=PushFlushes)
     whip: WhipSessions = field(init=False)  # WHIP publishers (app.live.whip)
+    # OpenAI realtime translation over WebRTC (app.live.realtime.webrtc)
+    realtime_calls: RealtimeCalls = field(init=False)
     # limits for /v1/live other than the settings' (tests); None: the settings' own
     live_limits: LiveLimits | None = None
     rooms: RoomRegistry = field(init=False)
@@ -77,6 +80,7 @@ class ServerState:
                                         max_speakers=self.settings.max_audio_speakers,
                                         window=self.settings.asr_window)
         self.whip = WhipSessions(on_dropped=metrics.asr_dropped_seconds.inc)
+        self.realtime_calls = RealtimeCalls(self.settings.max_live_sessions)
         self.voices = VoiceRegistry(parse_voice_entries(self.settings.voices),
                                     self.settings.voice_engine, self.settings.voice_threads)
 
@@ -111,6 +115,7 @@ class ServerState:
         self.stop_taking_work()
         for conn in list(self.live_connections):
             conn.begin_shutdown()
+        self.realtime_calls.disconnect_idle()
 
     def stop_taking_work(self) -> None:
         """Shutdown began (the first call counts): no new work; the grace starts now."""

@@ -100,6 +100,11 @@ class Section:
         return self.kind == "audio" and self.port != 0 and bool(self.codecs() &
                                                                  set(AUDIO_CODECS))
 
+    def data_channel(self) -> bool:
+        """An SCTP data channel section (RFC 8841), not removed by the offerer."""
+        return self.kind == "application" and self.port != 0 and "SCTP" in \
+            (self.lines[0].split()[2] if len(self.lines[0].split()) > 2 else "")
+
     def declined(self) -> list[str]:
         """This section rejected in an answer (RFC 3264 section 6: port 0, one of the
         offered formats; RFC 8843: outside the bundle)."""
@@ -159,17 +164,19 @@ def audio_sections(sdp: str) -> list[Section]:
             if s.kind == "audio"]
 
 
-def prepare_offer(sdp: str) -> PreparedOffer:
-    """The offer for aiortc: its usable audio sections only, bundle groups limited to
-    them, transport attributes of declined sections kept (see the module's docstring).
-    The caller has checked that one usable audio section exists."""
+def prepare_offer(sdp: str, data_channels: bool = False) -> PreparedOffer:
+    """The offer for aiortc: its usable audio sections only (and its data channel
+    sections with ``data_channels``: a browser's realtime call carries its events on
+    one), bundle groups limited to them, transport attributes of declined sections kept
+    (see the module's docstring). The caller has checked that one usable audio section
+    exists."""
     offer = Description.parse(sdp)
     kept: list[Section] = []
     declined: dict[int, list[str]] = {}
     moved: list[str] = []
     for index, section in enumerate(offer.sections):
         section = section.with_static_rtpmaps()
-        if section.usable():
+        if section.usable() or (data_channels and section.data_channel()):
             kept.append(section)
         else:
             declined[index] = section.declined()

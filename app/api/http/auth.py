@@ -38,7 +38,10 @@ OPEN_PATTERNS = (re.compile(r"/v1/rooms/[^/]+/transcript"),
                  # ... and so do a room's HLS subtitle renditions (app.api.hls)
                  re.compile(r"/v1/rooms/[^/]+/hls/[^/]+(?:\.m3u8|/[^/]+/[^/]+\.vtt)"),
                  # ... and so does a room's QR code (app.api.qr)
-                 re.compile(r"/v1/rooms/[^/]+/qr"))
+                 re.compile(r"/v1/rooms/[^/]+/qr"),
+                 # ... and a realtime WebRTC call: an API key or a client secret
+                 # (app.api.realtime)
+                 re.compile(r"/v1/realtime/translations/calls"))
 
 
 def is_open_path(path: str) -> bool:

@@ -39,7 +39,7 @@ from app.live.realtime.client_events import (
 from app.live.realtime.legs import Leg
 from app.live.realtime.session_state import SessionConfig, language_checker
 from app.live.realtime.transcripts import TranscriptStream
-from app.live.realtime.voice_out import VoiceOut, VoiceSource
+from app.live.realtime.voice_out import AudioSink, VoiceOut, VoiceSource
 from app.live.services import LiveServices
 from app.speech.resample import Resampler
 from app.translation.prompts import LANGUAGE_NAMES
@@ -68,8 +68,10 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 class RealtimeSession:
     def __init__(self, config: SessionConfig, services: LiveServices, owner: str | None,
-                 send: Send, voices: Voices | None = None) -> None:
+                 send: Send, voices: Voices | None = None,
+                 sink: AudioSink | None = None) -> None:
         self.config = config
+        self.sink = sink  # WebRTC: the speech track (else audio delta events)
         self.services = services
         self.owner = owner
         self._send = send
@@ -333,7 +335,8 @@ class RealtimeSession:
                     "translation comes as text only", param="session.audio.output.language",
                     kind="server_error"))
             return
-        self.voice_outs[id(leg)] = VoiceOut(voice, self.send, lambda: self.buffer.elapsed_ms)
+        self.voice_outs[id(leg)] = VoiceOut(voice, self.send, lambda: self.buffer.elapsed_ms,
+                                           self.sink)
 
     def voice_lost(self, loss: Any) -> None:
         """Committed text a voice will not speak (it fell behind, failed, or the talk

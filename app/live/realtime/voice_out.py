@@ -7,6 +7,11 @@ chunks into the protocol's audio deltas: PCM16 mono resampled to the session's 2
 starts playing before all of it is encoded, base64. ``finish`` lets the voice say what is
 queued before ``session.closed``; ``abort`` stops it when the client left.
 
+Over WebRTC the speech is a remote audio track instead of events: the transport gives an
+``AudioSink`` (``app.live.realtime.webrtc.SpeechTrack``) and the same 24 kHz pieces are
+played into it; its ``play`` waits while the track holds enough, so a voice faster than
+real time is paced by the listener's clock, as the voice stream expects.
+
 Only the voice stream's duck type is used (``VoiceSource``), so this module stands on the
 commit seam alone.
 """
@@ -38,6 +43,14 @@ class VoiceChunk(Protocol):
     sample_rate: int
 
 
+class AudioSink(Protocol):
+    """Where 24 kHz PCM16 mono goes instead of audio delta events (a WebRTC track)."""
+
+    async def play(self, pcm: bytes) -> None: ...
+
+    async def drain(self, timeout_s: float) -> None: ...
+
+
 class VoiceSource(Protocol):
     def committed(self, commit: Commit) -> None: ...
 
@@ -64,10 +77,11 @@ class VoiceOut:
     """One leg's voice, its chunks sent as audio deltas while the leg runs."""
 
     def __init__(self, voice: VoiceSource, send: Callable[[dict[str, Any]], Awaitable[None]],
-                 elapsed_ms: Callable[[], int]) -> None:
+                 elapsed_ms: Callable[[], int], sink: AudioSink | None = None) -> None:
         self.voice = voice
         self.send = send
         self.elapsed_ms = elapsed_ms
+        self.sink = sink
         self.task = asyncio.create_task(self._run())
 
     def committed(self, segment: int, lang: str, text: str, delta: str) -> None:
@@ -80,6 +94,9 @@ class VoiceOut:
             pcm, resampler = to_output_rate(chunk.pcm, chunk.sample_rate, resampler)
             for i in range(0, len(pcm), piece):
                 try:
+                    if self.sink is not None:
+                        await self.sink.play(pcm[i:i + piece])
+                        continue
                     await self.send(events.audio_delta(
                         base64.b64encode(pcm[i:i + piece]).decode("ascii"), OUTPUT_RATE,
                         self.elapsed_ms()))
@@ -88,10 +105,12 @@ class VoiceOut:
                     return
 
     async def finish(self, timeout_s: float = FINISH_S) -> None:
-        """Say what is queued (bounded), then stop."""
+        """Say what is queued (bounded), then stop; a track plays out what it holds."""
         try:
             await self.voice.close(timeout_s)
             await asyncio.wait({self.task}, timeout=timeout_s)
+            if self.sink is not None:
+                await self.sink.drain(timeout_s)
         finally:
             self.abort()
 
