@@ -4,9 +4,10 @@ the text of its media playlist and segments (RFC 8216; docs/captions-out-hls.md)
 Pure logic, no I/O: ``app.rooms.hls_source`` finds the talk, its lines and whether it runs,
 and ``app.api.hls`` serves what this module writes.
 
-**One clock.** A cue is a transcript line (``app.rooms.transcripts``) timed exactly as the
-transcript download times it (``formats.cue_ms``: from the segment's first caption to its
-final, in seconds from the talk's start, at least ``MIN_CUE_MS`` long). Segment ``i``
+**One clock.** A cue is a transcript line (``app.rooms.transcripts``) timed by the rule
+the transcript download uses (``formats.cue_times``: from the segment's first caption, in
+seconds from the talk's start, shown at least as long as its text takes to read, cut at
+the next cue's start). Segment ``i``
 covers talk seconds ``[i*D, (i+1)*D)`` (``D``: ``serve --hls-segment-s``). Every segment
 starts with ``X-TIMESTAMP-MAP`` mapping the talk's second 0 onto the video's presentation
 clock (90 kHz MPEG-TS ticks): ``offset`` seconds (``serve --hls-offset-s``, or ``offset=``
@@ -18,7 +19,9 @@ segment reads like the downloaded transcript.
 a few seconds after its cue starts, and a player never fetches a segment twice. So:
 
 - segment ``i`` holds every cue that overlaps its window and whose final came before the
-  window's end plus a *hold* of one segment (RFC 8216 wants every cue shown during a
+  window's end plus a *hold* of one segment, timed among the cues known by then (the
+  ones whose final came before that instant: so what it holds never depends on a final
+  made later) (RFC 8216 wants every cue shown during a
   segment in it: a cue that spans windows is repeated in each; players drop repeats);
 - segment ``i`` is published (listed, served) only once the talk's clock passed the end
   of its window plus the hold plus ``SETTLE_S`` (a final's write to the store, and the
@@ -26,6 +29,9 @@ a few seconds after its cue starts, and a player never fetches a segment twice. 
 
 A cue whose final came later than the hold is missing from the segments published before
 it was known and is in every later segment it overlaps, the one where it ends at least.
+Then the cue before it, published while it was not known, was not cut at its start: in
+the segments published before, that cue keeps the length its text needs and may overlap
+it (by at most that length), while later segments and the transcript download cut it.
 The content of a segment is therefore a function of the store alone: every replica, every
 request, live or after the talk, writes the same bytes. (Unless a final reaches the store
 later than ``SETTLE_S`` after it was made: while the store is away the recorder keeps
@@ -51,13 +57,13 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 
 import m3u8
 import webvtt
 
-from app.rooms.transcripts.formats import caption_text, cue_ms
+from app.rooms.transcripts.formats import caption_text, cue_times
 from app.rooms.transcripts.store import MAX_SECONDS, TranscriptLine
 
 SETTLE_S = 1.0  # a final's way into the store, and replicas' clocks, may lag this much
@@ -72,26 +78,37 @@ MEDIA_TYPE_SEGMENT = "text/vtt; charset=utf-8"
 
 @dataclass(frozen=True)
 class Cue:
-    """A transcript line as a cue: its times in milliseconds, when its final was known
-    (talk seconds) and its one-line text."""
+    """A transcript line as a cue: its times in milliseconds (``start_ms``, ``end_ms``, as
+    ``formats.cue_times`` gives them among the cues it was timed with), when its final was
+    known (talk seconds), its one-line text, and the line's own times in seconds (its
+    first caption and its final: what a cue is timed from)."""
 
     segment: int
     start_ms: int
     end_ms: int
     known_s: float
     text: str
+    first_s: float = 0.0
+    final_s: float = 0.0
+
+
+def timed(cues: Sequence[Cue]) -> list[Cue]:
+    """``cues`` timed among themselves (``formats.cue_times``), in their order."""
+    times = cue_times([(cue.first_s, cue.final_s, cue.text) for cue in cues])
+    return [replace(cue, start_ms=start, end_ms=end)
+            for cue, (start, end) in zip(cues, times, strict=True)]
 
 
 def cues_of(lines: Iterable[TranscriptLine]) -> list[Cue]:
     """The lines that make a cue (text left after cleaning), timed as the transcript
-    download times them."""
+    download times them (all of them known)."""
     cues = []
     for line in lines:
         text = caption_text(line.text)
         if text:
-            start, end = cue_ms(line)
-            cues.append(Cue(line.segment, start, end, float(line.end_s), text))
-    return cues
+            cues.append(Cue(line.segment, 0, 0, float(line.end_s), text,
+                            float(line.start_s), float(line.end_s)))
+    return timed(cues)
 
 
 @dataclass(frozen=True)
@@ -147,8 +164,8 @@ class HlsTiming:
         start_ms = index * self.segment_s * 1000
         end_ms = start_ms + self.segment_s * 1000
         known_by = (index + 1) * self.segment_s + self.hold_s
-        return [cue for cue in cues
-                if cue.start_ms < end_ms and cue.end_ms > start_ms and cue.known_s < known_by]
+        known = timed([cue for cue in cues if cue.known_s < known_by])
+        return [cue for cue in known if cue.start_ms < end_ms and cue.end_ms > start_ms]
 
 
 def clean_offset(value: float) -> float:

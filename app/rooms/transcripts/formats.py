@@ -5,9 +5,10 @@ Caption text is whatever the model wrote, so it may hold what would break a capt
 formats each caption becomes one line: whitespace runs (newlines included) and control
 characters collapse into single spaces, and WebVTT escapes ``&``, ``<`` and ``>`` as
 character references (so ``-->`` is written ``--&gt;`` and no text reads as a cue tag).
-Every cue lasts at least ``MIN_CUE_MS`` (a final that came with its first caption has
-``end == start``, which players drop). A line with no text left is not a cue. JSON keeps
-the text as stored: it needs no such care.
+A cue is timed by ``cue_times``, the one rule the HLS rendition (``app.rooms.hls``) uses
+too: from its segment's first caption, shown at least as long as its text takes to read,
+never overlapping the next cue. A line with no text left is not a cue. JSON keeps the
+text and the times as stored: it needs no such care.
 
 Lines arrive in segment order and stay in it: SubRip is written without re-sorting.
 """
@@ -19,13 +20,25 @@ import html
 import json
 import math
 import re
+import unicodedata
+from collections.abc import Sequence
 
 import srt
 import webvtt
 
 from app.rooms.transcripts.store import TalkRecord, TranscriptLine
 
-MIN_CUE_MS = 500
+# Reading speed. Subtitle guidelines give adults 15-17 characters a second (Netflix's
+# Timed Text Style Guide: up to 17 for adult programmes; BBC: 160-180 words a minute, about
+# 15 characters a second); live captions cannot be edited for reading, so the lower end.
+READING_CPS = 15
+# A wide character (CJK ideographs, kana, Hangul: East Asian Width W or F) counts as two,
+# so CJK reads at 7.5 characters a second (Netflix: 9 for Chinese, 12 for Korean, 4 for
+# Japanese: Japanese cues need more than this floor gives them).
+WIDE_WEIGHT = 2
+# No cue is shorter than this, however short its text: a second, above Netflix's minimum
+# event duration of 5/6 s (and a final that came with its first caption has end == start).
+MIN_CUE_MS = 1000
 # format -> (media type, file extension)
 FORMATS: dict[str, tuple[str, str]] = {
     "vtt": ("text/vtt", "vtt"),
@@ -46,12 +59,55 @@ def caption_text(text: str) -> str:
     return " ".join(text.split())
 
 
-def cue_ms(line: TranscriptLine) -> tuple[int, int]:
-    """A cue's (start, end) in whole milliseconds; the end at least ``MIN_CUE_MS`` after
-    the start when it is not after it."""
-    start = _ms(line.start_s)
-    end = _ms(line.end_s)
-    return start, end if end > start else start + MIN_CUE_MS
+def reading_ms(text: str) -> int:
+    """How long ``text`` (one caption line) takes to read, in milliseconds: its characters
+    at ``READING_CPS`` (wide ones weighing ``WIDE_WEIGHT``), never under ``MIN_CUE_MS``."""
+    weight = sum(WIDE_WEIGHT if unicodedata.east_asian_width(ch) in "WF" else 1
+                 for ch in text)
+    return max(MIN_CUE_MS, math.ceil(weight * 1000 / READING_CPS))
+
+
+def cue_times(spans: Sequence[tuple[float, float, str]]) -> list[tuple[int, int]]:
+    """Each cue's (start, end) in whole milliseconds, for spans of (seconds to the
+    segment's first caption, seconds to its final, one-line text), in the spans' order.
+
+    Why not simply (first caption, final): under load a final can come with its first
+    caption (``end == start``) or a fraction of a second after it, and a sentence flashed
+    for 0.5 s is not read; and with several languages one language's final can come after
+    the next segment's first caption, so the cues would overlap. So, taking the cues in
+    order of their first caption (then their order in ``spans``), a cue
+
+    - starts at its first caption, but not before the cues before it have their finals
+      (a text still being written is not cut; the next one waits for it) nor less than
+      ``MIN_CUE_MS`` after the cue before it starts (first captions that came in one
+      burst are spread out, so each gets the floor rather than none);
+    - ends at its final or when its text has been read (``reading_ms``), whichever is
+      later,
+    - but never after the next cue starts: it is cut there (the only way a cue is shorter
+      than its text needs).
+
+    So cues never overlap, each lasts at least ``MIN_CUE_MS``, and each ends at or after
+    its final (which is what keeps every cue in an HLS segment published after its final
+    was known: ``app.rooms.hls``). The transcript download and the HLS segments both time
+    cues here."""
+    order = sorted(range(len(spans)), key=lambda i: (_ms(spans[i][0]), i))
+    starts: list[int] = []
+    finals = 0  # the latest final of the cues so far
+    for i in order:
+        start = _ms(spans[i][0])
+        if starts:
+            start = max(start, starts[-1] + MIN_CUE_MS, finals)
+        starts.append(start)
+        finals = max(finals, _ms(spans[i][1]))
+    times: list[tuple[int, int]] = [(0, 0)] * len(spans)
+    for rank, i in enumerate(order):
+        start = starts[rank]
+        _, final_s, text = spans[i]
+        end = max(_ms(final_s), start + reading_ms(text))
+        if rank + 1 < len(order):
+            end = min(end, starts[rank + 1])
+        times[i] = (start, end)
+    return times
 
 
 def _ms(seconds: float) -> int:
@@ -72,14 +128,14 @@ def _vtt_timestamp(ms: int) -> str:
     return f"{hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}"
 
 
-def _cues(lines: list[TranscriptLine]) -> list[tuple[TranscriptLine, str]]:
-    """The lines that make a cue, each with its one-line text."""
-    cues = []
-    for line in lines:
-        text = caption_text(line.text)
-        if text:
-            cues.append((line, text))
-    return cues
+def timed_cues(lines: Sequence[TranscriptLine]) -> list[tuple[TranscriptLine, str, int, int]]:
+    """The lines that make a cue, each with its one-line text, start and end (ms), in the
+    lines' order."""
+    texts = [(line, caption_text(line.text)) for line in lines]
+    kept = [(line, text) for line, text in texts if text]
+    times = cue_times([(line.start_s, line.end_s, text) for line, text in kept])
+    return [(line, text, start, end)
+            for (line, text), (start, end) in zip(kept, times, strict=True)]
 
 
 def _started(talk: TalkRecord) -> str:
@@ -92,8 +148,7 @@ def _started(talk: TalkRecord) -> str:
 
 def to_vtt(talk: TalkRecord, lang: str, lines: list[TranscriptLine]) -> str:
     captions = []
-    for line, text in _cues(lines):
-        start, end = cue_ms(line)
+    for line, text, start, end in timed_cues(lines):
         captions.append(webvtt.Caption(_vtt_timestamp(start), _vtt_timestamp(end),
                                        html.escape(text, quote=False),
                                        identifier=str(line.segment)))
@@ -106,15 +161,14 @@ def to_vtt(talk: TalkRecord, lang: str, lines: list[TranscriptLine]) -> str:
 
 def to_srt(lines: list[TranscriptLine]) -> str:
     subtitles = []
-    for index, (line, text) in enumerate(_cues(lines), start=1):
-        start, end = cue_ms(line)
+    for index, (_, text, start, end) in enumerate(timed_cues(lines), start=1):
         subtitles.append(srt.Subtitle(index=index, start=dt.timedelta(milliseconds=start),
                                       end=dt.timedelta(milliseconds=end), content=text))
     return srt.compose(subtitles, reindex=False)
 
 
 def to_txt(lines: list[TranscriptLine]) -> str:
-    texts = [text for _, text in _cues(lines)]
+    texts = [caption_text(line.text) for line in lines if caption_text(line.text)]
     return "\n".join(texts) + "\n" if texts else ""
 
 

@@ -116,7 +116,7 @@ def test_an_ended_talk_lists_every_segment_with_every_final_at_the_transcripts_t
     playlist = m3u8.loads(r.text)
     assert playlist.is_endlist and playlist.media_sequence == 0
     assert playlist.target_duration == SEGMENT_S
-    # the last cue ends at 7.5 s (a cue lasts 0.5 s at least): windows 0..3
+    # the last cue ends at 8 s (a cue lasts 1 s at least): windows 0..3
     assert [s.uri for s in playlist.segments] == [f"de/{NEW}/{i}.vtt" for i in range(4)]
     url = f"{LOOPBACK}/v1/rooms/{ROOM}/hls/de.m3u8"
     cues = _cues(_segments(client, url, r.text))
@@ -187,8 +187,9 @@ def test_a_running_talk_lists_its_last_published_segments(store) -> None:
     cues = _cues(_segments(client, url, r.text))
     window_ms = (playlist.media_sequence * SEGMENT_S * 1000, (newest + 1) * SEGMENT_S * 1000)
     assert cues and all(c[3].startswith("live ") for c in cues)
+    # each cue is shown from s + 0.2 for the 1 s floor (its final came at s + 0.8)
     assert {int(c[0]) for c in cues} == {s for s in range(39)
-                                         if window_ms[0] < s * 1000 + 800
+                                         if window_ms[0] < s * 1000 + 1200
                                          and s * 1000 + 200 < window_ms[1]}
     r = client.get(f"/v1/rooms/{ROOM}/hls/de/{LIVE}/{newest + 1000}.vtt")  # not yet out
     _error(r, 404, "segment_not_found", "index")

@@ -32,7 +32,7 @@ from app.rooms.hls import (
 from app.rooms.hls_source import HlsSource, MemoryEdgeMarks, RedisEdgeMarks, TalkView
 from app.rooms.registry import RoomRegistry
 from app.rooms.transcripts import open_transcripts
-from app.rooms.transcripts.formats import cue_ms
+from app.rooms.transcripts.formats import timed_cues
 from app.rooms.transcripts.store import TalkRecord, TranscriptLine
 from tests.redis_server import redis_server
 
@@ -73,9 +73,11 @@ def test_every_cue_is_in_the_segment_where_it_ends() -> None:
     total = T.ended_count(0.0, cues)
     held = {c.segment for i in range(total) for c in T.in_segment(cues, i)}
     assert held == set(range(300))
-    for cue in cues:  # the segment of its end holds it, with the transcript's times
-        assert cue in T.in_segment(cues, (cue.end_ms - 1) // (T.segment_s * 1000))
-    assert [(c.start_ms, c.end_ms) for c in cues] == [cue_ms(x) for x in lines]
+    for cue in cues:  # the segment of its end holds it (once every cue is known, with the
+        # transcript's times)
+        index = (cue.end_ms - 1) // (T.segment_s * 1000)
+        assert cue.segment in {c.segment for c in T.in_segment(cues, index)}
+    assert [(c.start_ms, c.end_ms) for c in cues] == [(s, e) for *_, s, e in timed_cues(lines)]
 
 
 def test_live_and_ended_ranges() -> None:
@@ -103,7 +105,8 @@ def test_a_segment_is_webvtt_with_the_timestamp_map_and_escaped_cues() -> None:
     parsed = webvtt.from_string(text, strict=True)
     assert parsed.metadata == ["X-TIMESTAMP-MAP=MPEGTS:135000,LOCAL:00:00:00.000"]
     [cap] = parsed.captions  # the blank line is no cue
-    assert (cap.identifier, cap.start, cap.end) == ("3", "00:00:01.250", "00:00:01.750")
+    # 15 characters: read in 1 s, the floor
+    assert (cap.identifier, cap.start, cap.end) == ("3", "00:00:01.250", "00:00:02.250")
     assert cap.text == "a &lt;b&gt; &amp; --&gt; c d"
     empty = webvtt.from_string(render_segment([], 0.0), strict=True)
     assert empty.captions == []
