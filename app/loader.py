@@ -8,6 +8,7 @@ which reads no weights.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,13 +96,15 @@ METADATA_KEYS = ("general.name", "general.basename", "general.organization",
 
 
 def prompt_format_of(model: ModelInfo, path: Path, force: str | None) -> PromptFormat:
-    """The prompt format of the model at ``path`` (its chat template, family and BOS), or
+    """The prompt format of the model at ``path`` (its chat template, family, BOS and EOS), or
     one line naming the model and ``--prompt-format`` (``ModelFileError``): a template
     that cannot carry the prompt must stop the server, never answer with its own text."""
+    bos, eos = _special_texts(model)
     try:
         return choose_prompt_format(
             model.chat_template(),
-            bos_token="<bos>" if model.bos_token >= 0 else "",
+            bos_token=bos,
+            eos_token=eos,
             force=force,
             metadata={key: model.metadata(key) for key in METADATA_KEYS},
         )
@@ -111,6 +114,26 @@ def prompt_format_of(model: ModelInfo, path: Path, force: str | None) -> PromptF
             f"or --prompt-format chat-generic, or use a model whose template works") from None
     except ValueError as exc:
         raise ModelFileError(f"{path.name}: {exc} (--prompt-format)") from None
+
+
+def _special_texts(model: ModelInfo) -> tuple[str, str]:
+    """The BOS and EOS tokens as the chat template writes them (``{{ bos_token }}``,
+    ``{{ eos_token }}``): their own text in the model's vocabulary (``<bos>`` for Gemma,
+    ``<｜hy_begin▁of▁sentence｜>`` for Hunyuan), "" for a token the model lacks. A Gemma
+    name in another vocabulary would be tokenized as plain text: the prompt would start
+    without its BOS, and an earlier answer would not end."""
+    ll, vocab = getattr(model, "ll", None), getattr(model, "vocab", None)
+    if ll is None or vocab is None:  # a stand-in without llama.cpp handles
+        return ("<bos>" if model.bos_token >= 0 else ""), ""
+
+    def text(token: int) -> str:
+        if token < 0:
+            return ""
+        buf = ctypes.create_string_buffer(256)
+        n = ll.llama_token_to_piece(vocab, token, buf, len(buf), 0, True)  # specials as text
+        return buf.raw[:n].decode("utf-8", "replace") if n > 0 else ""
+
+    return text(model.bos_token), text(int(ll.llama_vocab_eos(vocab)))
 
 
 def load_vocab(model: str | Path | None = None) -> LlamaVocab:

@@ -64,10 +64,12 @@ class ModelSettings(BaseSettings):
     model: str | None = Field(None, description="GGUF path; default: bundled Gemma 3 270M")
     model_alias: str | None = Field(None, description="id shown in /v1/models")
     prompt_format: Literal["few-shot", "chat-template", "chat-generic", "chat-gemma",
-                           "chat-qwen", "chat-llama", "chat-tower", "chat-smollm"] | None = Field(
+                           "chat-qwen", "chat-llama", "chat-tower", "chat-smollm",
+                           "chat-translategemma", "chat-hunyuan-mt", "chat-hy-mt"] | None = Field(
         None, description="few-shot | chat-template (family from the model) | chat-generic, "
-                          "chat-gemma, chat-qwen, chat-llama, chat-tower, chat-smollm "
-                          "(default: chosen from the model; docs/instruct-models.md)"
+                          "chat-gemma, chat-qwen, chat-llama, chat-tower, chat-smollm, "
+                          "chat-translategemma, chat-hunyuan-mt, chat-hy-mt "
+                          "(default: chosen from the model; docs/models.md)"
     )
     n_ctx: int = Field(4096, ge=256, description="context window in tokens")
     n_threads: int | None = Field(None, ge=1, description="CPU threads (default: all cores)")

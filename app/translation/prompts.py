@@ -19,8 +19,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from app.translation.families import FAMILIES, SHOT_EXAMPLES, Family, detect_family, family_named
+from app.translation.families import (
+    FAMILIES,
+    SHOT_EXAMPLES,
+    Family,
+    detect_family,
+    family_named,
+    fixed_request,
+)
 
 LANGUAGE_NAMES: dict[str, str] = {
     "en": "English",
@@ -311,8 +319,9 @@ class ChatTemplateFormat:
     """One user turn through the model's own chat template (instruction-tuned models).
 
     ``family`` (``app.translation.families``) says what goes into the turns: a system
-    turn, example turns, the end-of-turn stop, Tower's prompt. Answers are cleaned of the
-    framing instruction models add (``TranslationPrompt.clean_framing``)."""
+    turn, example turns, the end-of-turn stop, the prompt its model card publishes
+    (Tower's, TranslateGemma's structured turn, Hunyuan-MT's instruction). Answers are
+    cleaned of the framing instruction models add (``TranslationPrompt.clean_framing``)."""
 
     template: str
     bos_token: str = ""
@@ -321,26 +330,28 @@ class ChatTemplateFormat:
     extra_stops: tuple[str, ...] = field(default=())
     family: Family = FAMILIES["generic"]
 
-    def render_chat(self, messages: list[dict[str, str]]) -> TranslationPrompt:
+    def render_chat(self, messages: list[dict[str, Any]]) -> TranslationPrompt:
         """Render through the template with placeholders, then put the user text back as
-        user parts: the template's own markup is ours, the message contents are data."""
-        slots = [_SLOT.format(i) for i in range(len(messages))]
-        text = self._render([{**m, "content": slot} for m, slot in
-                             zip(messages, slots, strict=True)], generation_prompt=True)
+        user parts: the template's own markup is ours, the message contents are data.
+
+        A content is a string, or (TranslateGemma's structured turn) a list of items whose
+        ``text`` is the data; an item's other fields (language codes) are ours."""
+        slotted, texts = _with_slots(messages)
+        text = self._render(slotted, generation_prompt=True)
         parts: list[PromptPart] = []
-        for i, slot in enumerate(slots):
-            before, found, text = text.partition(slot)
+        for i, data in enumerate(texts):
+            before, found, text = text.partition(_SLOT.format(i))
             if not found:  # the template dropped this message: keep the rest as ours
                 text = before
                 continue
-            parts += [ours(before), user(messages[i]["content"])]
+            parts += [ours(before), user(data)]
         parts.append(ours(text))
         # The template writes the BOS itself when it wants one.
         return TranslationPrompt(parts=tuple(parts),
                                  stop_strings=self.extra_stops + self.family.stops,
                                  add_bos=False)
 
-    def _render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
+    def _render(self, messages: list[dict[str, Any]], generation_prompt: bool) -> str:
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
@@ -353,7 +364,8 @@ class ChatTemplateFormat:
         that fails to render, drops the user turn, or opens no answer turn. Served, such
         a model would answer with the template's own text."""
         slot = _SLOT.format(0)
-        messages = [{"role": "user", "content": slot}]
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "content": self._content(slot, "en", "de")}]
         if self.family.system:
             messages.insert(0, {"role": "system", "content": "-"})
         try:
@@ -372,15 +384,31 @@ class ChatTemplateFormat:
             raise ChatTemplateError("its chat template has no generation prompt "
                                     "(add_generation_prompt adds no answer turn)")
 
-    def examples(self, source_lang: str, target_lang: str) -> list[tuple[str, str]]:
-        """The example pairs the family's shots show (for the leakage detector)."""
+    def _content(self, text: str, source_lang: str, target_lang: str) -> str | list[dict]:
+        """A user turn's content: the text, or TranslateGemma's structured item (its
+        template writes the instruction from the language codes, and refuses a string)."""
+        if self.family.style == "translategemma":
+            return [{"type": "text", "source_lang_code": source_lang,
+                     "target_lang_code": target_lang, "text": text}]
+        return text
+
+    def examples(self, source_lang: str, target_lang: str,
+                 shots: int | None = None) -> list[tuple[str, str]]:
+        """The example pairs the family's shots show (for the leakage detector);
+        ``shots`` overrides the family's count (a retry's examples)."""
+        count = self.family.shots if shots is None else shots
         return [(FEW_SHOT_EXAMPLES[source_lang][i], FEW_SHOT_EXAMPLES[target_lang][i])
-                for i in SHOT_EXAMPLES[: self.family.shots]]
+                for i in SHOT_EXAMPLES[:count]]
 
     def retry_translation(self, source: str, source_lang: str, target_lang: str,
                           context: Sequence[tuple[str, str]] = (),
                           terms: Sequence[tuple[str, str]] = ()) -> TranslationPrompt:
-        """The stronger prompt for a final that came out as no translation."""
+        """The stronger prompt for a final that came out as no translation: a request that
+        insists, or, for a family trained on one fixed prompt (which an added sentence
+        would change), the example translations as earlier turns."""
+        if self.family.fixed_prompt:
+            return self.translation(source, source_lang, target_lang, context=context,
+                                    terms=terms, shots=len(SHOT_EXAMPLES))
         return self.translation(
             source, source_lang, target_lang,
             insist=f" The text may be unfinished: translate what is there into "
@@ -389,34 +417,48 @@ class ChatTemplateFormat:
             context=context, terms=terms)
 
     def _request(self, source: str, source_lang: str, target_lang: str, insist: str,
-                 required: str = "") -> str:
+                 required: str = "") -> str | list[dict]:
         """One user turn's content: the request and the source (all of it data)."""
         src_name, tgt_name = LANGUAGE_NAMES[source_lang], LANGUAGE_NAMES[target_lang]
+        text = clean_source(source)
         if self.family.style == "tower":
             return (f"Translate the following text from {src_name} into {tgt_name}."
-                    f"{insist}\n{required}{src_name}: {clean_source(source)}\n{tgt_name}:")
+                    f"{insist}\n{required}{src_name}: {text}\n{tgt_name}:")
+        if self.family.style in ("hunyuan-mt", "hy-mt"):
+            return fixed_request(self.family.style, text, source_lang, target_lang, tgt_name)
+        if self.family.style == "translategemma":
+            return self._content(text, source_lang, target_lang)
         return (f"Translate the following {src_name} text into {tgt_name}. Reply with the "
-                f"translation only.{insist}\n\n{required}{clean_source(source)}")
+                f"translation only.{insist}\n\n{required}{text}")
 
     def translation(self, source: str, source_lang: str, target_lang: str,
                     insist: str = "", context: Sequence[tuple[str, str]] = (),
-                    terms: Sequence[tuple[str, str]] = ()) -> TranslationPrompt:
+                    terms: Sequence[tuple[str, str]] = (),
+                    shots: int | None = None) -> TranslationPrompt:
         """One user turn per source: the family's example turns, then the talk's previous
         finals (``context``) as earlier user / assistant turns, the glossary entries that
         apply (``terms``) as a list in the last turn. All of it is message content, which
-        ``render_chat`` keeps as data."""
+        ``render_chat`` keeps as data.
+
+        A family trained on one fixed prompt (``Family.fixed_prompt``) gets its terms as
+        example turns before the context instead: its request takes nothing but the text,
+        and a list written into the text would be translated as part of it."""
         src_name, tgt_name = LANGUAGE_NAMES[source_lang], LANGUAGE_NAMES[target_lang]
-        messages: list[dict[str, str]] = []
+        messages: list[dict[str, Any]] = []
         if self.family.system:
             messages.append({"role": "system", "content": (
                 f"You translate {src_name} into {tgt_name}. You reply with the {tgt_name} "
                 f"translation only: no label, no quotes, no notes, no explanation.")})
-        for src, tgt in [*self.examples(source_lang, target_lang), *context]:
+        fixed = self.family.fixed_prompt
+        pairs = self.examples(source_lang, target_lang, shots)
+        if fixed:
+            pairs += list(terms)
+        for src, tgt in [*pairs, *context]:
             messages += [{"role": "user",
                           "content": self._request(src, source_lang, target_lang, insist)},
                          {"role": "assistant", "content": clean_source(tgt)}]
         required = ""
-        if terms:
+        if terms and not fixed:
             required = "Use these terms: " + "; ".join(
                 f"{clean_source(s)} = {clean_source(t)}" for s, t in terms) + "\n\n"
         messages.append({"role": "user", "content": self._request(
@@ -425,6 +467,27 @@ class ChatTemplateFormat:
         return TranslationPrompt(parts=rendered.parts, source=clean_source(source),
                                  stop_strings=rendered.stop_strings, add_bos=False,
                                  answer_stops=ANSWER_STOPS, clean_framing=True)
+
+
+def _with_slots(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """``messages`` with each data text (a string content, or an item's ``text`` in a
+    list content) replaced by a numbered placeholder, and the texts in that order."""
+    texts: list[str] = []
+
+    def slot(text: str) -> str:
+        texts.append(text)
+        return _SLOT.format(len(texts) - 1)
+
+    slotted = []
+    for m in messages:
+        content = m["content"]
+        if isinstance(content, str):
+            content = slot(content)
+        else:
+            content = [{**item, "text": slot(item["text"])} if "text" in item else item
+                       for item in content]
+        slotted.append({**m, "content": content})
+    return slotted, texts
 
 
 def _one_line(text: str) -> str:
@@ -455,6 +518,7 @@ def choose_prompt_format(
 
     Gemma 3 *base* GGUFs also carry a chat template, so ``force`` lets the caller override:
     ``few-shot``, ``chat-template`` (the family from the metadata) or ``chat-<family>``.
+    A chat format is named ``chat-<family>`` whichever way its family was chosen.
     A chat template that cannot carry the prompt is refused (``ChatTemplateError``).
     """
     if force not in (None, *FORMAT_NAMES):
@@ -469,7 +533,8 @@ def choose_prompt_format(
         family = FAMILIES[detect_family(metadata or {}, chat_template)]
     else:
         family = family_named(force[len("chat-"):])
+    # named by the family it picked: the name start-up logs and the ready line print
     fmt = ChatTemplateFormat(template=chat_template, bos_token=bos_token, eos_token=eos_token,
-                             family=family)
+                             name=f"chat-{family.name}", family=family)
     fmt.check()
     return fmt

@@ -37,3 +37,26 @@ def test_families_by_name() -> None:
     assert FAMILIES["smollm"].shots > 0
     with pytest.raises(ValueError, match="unknown model family"):
         family_named("mistral")
+
+
+@pytest.mark.parametrize(("metadata", "template", "family"), [
+    ({"general.name": "Translategemma 4b It", "general.basename": "translategemma",
+      "general.architecture": "gemma3"}, "<start_of_turn>", "translategemma"),
+    ({"general.name": "translategemma-12b-it"}, "", "translategemma"),
+    ({"general.name": "some model"}, "{{ m['content'][0]['source_lang_code'] }}",
+     "translategemma"),
+    ({"general.name": "HY MT1.5 1.8B", "general.architecture": "hunyuan-dense"}, "", "hy-mt"),
+    ({"general.name": "HY-MT1.5-7B"}, "", "hy-mt"),
+    ({"general.name": "Hunyuan MT 7B", "general.architecture": "hunyuan-dense"}, "",
+     "hunyuan-mt"),
+    ({"general.basename": "Hunyuan-MT"}, "", "hunyuan-mt"),
+])
+def test_translation_tuned_families_from_their_names(metadata: dict, template: str,
+                                                     family: str) -> None:
+    assert detect_family(metadata, template) == family
+
+
+def test_fixed_prompt_families() -> None:
+    for name in ("translategemma", "hunyuan-mt", "hy-mt"):
+        assert FAMILIES[name].fixed_prompt and not FAMILIES[name].system
+    assert not FAMILIES["tower"].fixed_prompt and not FAMILIES["generic"].fixed_prompt

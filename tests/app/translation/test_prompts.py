@@ -41,7 +41,7 @@ MINIMAL_TEMPLATE = ("{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}
 
 def test_format_choice() -> None:
     assert choose_prompt_format(None).name == "few-shot"
-    assert choose_prompt_format(MINIMAL_TEMPLATE).name == "chat-template"
+    assert choose_prompt_format(MINIMAL_TEMPLATE).name == "chat-generic"  # its family
     assert choose_prompt_format("{{ messages }}", force="few-shot").name == "few-shot"
     with pytest.raises(ValueError, match="no chat template"):
         choose_prompt_format(None, force="chat-template")  # never a silent few-shot
