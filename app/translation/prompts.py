@@ -355,6 +355,8 @@ class ChatTemplateFormat:
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        # what Hugging Face's renderer provides: a template's own refusal, in its words
+        env.globals["raise_exception"] = _raise_exception
         return env.from_string(self.template).render(
             messages=messages, add_generation_prompt=generation_prompt,
             bos_token=self.bos_token, eos_token=self.eos_token)
@@ -467,6 +469,10 @@ class ChatTemplateFormat:
         return TranslationPrompt(parts=rendered.parts, source=clean_source(source),
                                  stop_strings=rendered.stop_strings, add_bos=False,
                                  answer_stops=ANSWER_STOPS, clean_framing=True)
+
+
+def _raise_exception(message: str) -> None:
+    raise ValueError(message)
 
 
 def _with_slots(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
