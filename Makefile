@@ -27,8 +27,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m app.engine.llama_build
 	touch $(STAMP)
 
+# Not echoed: livetrans's own lines are all there is to read. A failed start is one line
+# from livetrans and exit code 2; GNU make then adds its own "make: *** [serve] Error 2"
+# line (it always reports a failed recipe, and exits 2): .venv/bin/livetrans serve, run
+# directly, prints only livetrans's line and exits with its code.
 serve: setup
-	$(BIN)/livetrans serve $(ARGS)
+	@$(BIN)/livetrans serve $(ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

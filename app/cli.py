@@ -9,9 +9,12 @@ server, malformed input. ``main`` is the one place that turns those into that li
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from app.engine.cpu_threads import POLICIES, configure_omp_wait
@@ -50,11 +53,19 @@ def _add_setting_flag(parser: argparse._ArgumentGroup, name: str) -> None:
         parser.add_argument(flag, action="store_true", default=None, help=help_text)
     elif "list" in annotation:
         singular = flag[:-1] if flag.endswith("s") and not flag.endswith("us") else flag
+        if name in _NO_SINGULAR:
+            singular = flag
         spellings = [singular, flag] if singular != flag else [flag]
         parser.add_argument(*spellings, dest=name, action="append", default=None,
                             help=help_text + " (repeatable; comma-separated values too)")
     else:
         parser.add_argument(flag, dest=name, default=None, help=help_text)
+
+
+# Lists named as a whole, never one item at a time: ``--langs`` is the event's language set,
+# and ``--lang`` means one language elsewhere (``build-dict --lang de``), so ``serve --lang
+# en,de`` is refused (naming ``--langs``) rather than read as a second spelling.
+_NO_SINGULAR = frozenset({"langs"})
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -300,12 +311,58 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split()) or "failed"
 
 
+def closest_options(parser: argparse.ArgumentParser, message: str) -> list[str]:
+    """The parser's options nearest to the first unknown one in argparse's ``message``
+    ("unrecognized arguments: --lang en,de" -> ``["--langs"]``): those it abbreviates,
+    else the most similar spellings; for a command that is none, the nearest command."""
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if choice is not None:
+        commands = re.findall(r"'([^']*)'", choice.group(2))
+        return difflib.get_close_matches(choice.group(1), commands, n=1, cutoff=0.6)
+    if not message.startswith("unrecognized arguments:"):
+        return []
+    unknown = next((word.split("=", 1)[0] for word in message.split(":", 1)[1].split()
+                    if word.startswith("--")), None)
+    if unknown is None:
+        return []
+    known = sorted(o for o in parser._option_string_actions if o.startswith("--"))
+    longer = [o for o in known if o.startswith(unknown)]
+    return longer[:3] or difflib.get_close_matches(unknown, known, n=2, cutoff=0.6)
+
+
+@contextmanager
+def whole_option_names() -> Iterator[None]:
+    """While active, every parser (``serve``'s and each delegated tool's, made in its own
+    module) takes whole option names only, as ``allow_abbrev=False`` does, and a refused
+    option names the closest real one. argparse otherwise reads ``--lang`` as ``--langs``
+    (any unambiguous prefix), so a misspelling silently starts a server."""
+    parse, error = argparse.ArgumentParser.parse_known_args, argparse.ArgumentParser.error
+
+    def parse_whole(self, args=None, namespace=None):  # noqa: ANN001, ANN202 - argparse's
+        self.allow_abbrev = False
+        return parse(self, args, namespace)
+
+    def error_naming_closest(self, message: str):  # noqa: ANN202 - argparse's signature
+        closest = closest_options(self, message)
+        if closest:
+            message += f"; did you mean {' or '.join(closest)}?"
+        error(self, message)
+
+    argparse.ArgumentParser.parse_known_args = parse_whole  # type: ignore[method-assign]
+    argparse.ArgumentParser.error = error_naming_closest  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        argparse.ArgumentParser.parse_known_args = parse  # type: ignore[method-assign]
+        argparse.ArgumentParser.error = error  # type: ignore[method-assign]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; user mistakes are one line on stderr and exit code 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    prog = "livetrans" + (f" {argv[0]}" if argv and not argv[0].startswith("-") else "")
+    prog = "livetrans" + (f" {argv[0]}" if argv and argv[0] in {"serve", *DELEGATED} else "")
     try:
-        with one_line_argparse_errors():
+        with one_line_argparse_errors(), whole_option_names():
             return _main(argv)
     except (UsageError, SettingsError, ModelFileError) as exc:
         message = str(exc)
@@ -357,21 +414,26 @@ def _version() -> str:
 
 def _main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="livetrans", description=USER_HELP,
-                                     formatter_class=PlainHelp)
+                                     formatter_class=PlainHelp, allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"livetrans {_version()}",
                         help="print the installed livetrans version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 title="commands")
     serve = sub.add_parser("serve", help="start the OpenAI-compatible server",
-                           description=SERVE_HELP, formatter_class=PlainHelp)
+                           description=SERVE_HELP, formatter_class=PlainHelp,
+                           allow_abbrev=False)
     _add_settings_flags(serve)
     for name, (_, _, help_text) in DELEGATED.items():
-        sub.add_parser(name, help=help_text, add_help=False)
+        sub.add_parser(name, help=help_text, add_help=False, allow_abbrev=False)
     if argv and argv[0] in DELEGATED:
         # Benchmarks and tools load the model too: same policy knob as the server's.
         configure_omp_wait(_tool_omp_policy(argv[1:]))
         module, func, _ = DELEGATED[argv[0]]
         return _delegate(module, func)(argv[1:])
+    if argv and argv[0] == "serve":
+        # serve's own parser reports its mistakes (an unknown option: "see livetrans serve
+        # --help"); through the top-level parser they would name "livetrans --help"
+        return _serve(serve.parse_args(argv[1:]))
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)

@@ -18,8 +18,10 @@ each final shows the recognised source above its translations, so a bad caption 
 told apart from a bad recognition. ``--target-lang de,ja`` captions every update in each
 language, and ``--room NAME`` publishes the captions to viewers (printing their links). At
 the end it prints per-stream statistics: captions, finals, time from each final to its
-caption (p50/p95; not with server-side speech, where the final is made in the server),
-normalized erasure of the displayed captions, and A/O.
+caption (p50/p95; with server-side speech, where the final is made in the server, from the
+end of the speech sent before it: ``clients.speech_ends``), normalized erasure of the
+displayed captions, and A/O. With ``--json`` the statistics are the only thing on stdout
+(one JSON object); captions, room links and server errors go to stderr.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from app.usage import PlainHelp, UsageError, checked, comma_list, positive_int
 from clients.asr_file import check_event, json_line, load_utterances
 from clients.audio import RATE, AudioSource, open_audio
 from clients.audio_source import Meter, Reconnect
+from clients.speech_ends import SpeechEnds
 from clients.urls import default_server, live_url, watch_url
 from drafters.chain import DEFAULT_ORDER as DRAFTER_NAMES
 
@@ -80,6 +83,8 @@ class RunStats:
     finals_retried: Counter[str] = field(default_factory=Counter)
     # draft tokens proposed / accepted by source over every caption (``stats.drafts``)
     drafts: DraftStats = field(default_factory=DraftStats)
+    # speech the server recognises: finals are timed from the end of the speech sent
+    speech_ends: SpeechEnds | None = None
 
     def count_drafts(self, caption_stats: dict[str, Any]) -> None:
         """Add a caption's ``stats.drafts`` (absent from servers older than the field)."""
@@ -90,6 +95,13 @@ class RunStats:
 
     def seg(self, n: int, lang: str | None = None) -> SegmentLog:
         return self.segments.setdefault((n, lang), SegmentLog())
+
+    def final_caption(self, seg: SegmentLog, lang: str | None, at: float) -> None:
+        """A final caption arrived at ``at``; with server-side speech its latency counts
+        from the end of the speech it follows (the client sent no final)."""
+        seg.final_caption_at = at
+        if self.speech_ends is not None:
+            seg.final_sent_at = self.speech_ends.end_before(at, lang)
 
     def final_sent(self, segment: int, langs: list[str]) -> None:
         """The final of ``segment`` left now: each language's caption is timed from here."""
@@ -111,12 +123,13 @@ class RunStats:
         p50, p95 = np.percentile(latencies, [50, 95]) if latencies else (None, None)
         accepted = sum(s.accepted for s in self.segments.values())
         output = sum(s.output for s in self.segments.values())
+        since = "final" if self.speech_ends is None else "speech_end"
         return {
             "captions": self.captions,
             "finals": finals,
-            "final_to_caption_ms_p50": _round(p50),
-            "final_to_caption_ms_p95": _round(p95),
-            "final_to_caption_ms_max": _round(max(latencies)) if latencies else None,
+            f"{since}_to_caption_ms_p50": _round(p50),
+            f"{since}_to_caption_ms_p95": _round(p95),
+            f"{since}_to_caption_ms_max": _round(max(latencies)) if latencies else None,
             "ne_display": round(normalized_erasure(streams), 3) if streams else None,
             "a_over_o": round(accepted / output, 3) if output else None,
             "errors": len(self.errors),
@@ -223,7 +236,7 @@ async def _receiver(ws, stats: RunStats, view: CaptionView, langs: list[str]) ->
             if verdict.get("retried"):
                 stats.finals_retried[verdict["retried"]] += 1
             if msg["final"]:
-                seg.final_caption_at = time.perf_counter()
+                stats.final_caption(seg, msg.get("lang", langs[0]), time.perf_counter())
                 seg.final_text = msg["text"]
                 seg.accepted += msg["stats"]["accepted_tokens"]
                 seg.output += msg["stats"]["accepted_tokens"] + msg["stats"]["new_tokens"]
@@ -279,11 +292,13 @@ async def _audio_events(audio: AudioSource, speed: float | None) -> AsyncIterato
 
 
 async def _send_speech(ws, audio: AudioSource, speed: float | None,
-                       interrupted: asyncio.Event | None = None) -> None:
+                       interrupted: asyncio.Event | None = None,
+                       ends: SpeechEnds | None = None) -> None:
     """Speech for the server's recogniser: 16 kHz PCM frames, read (and paced) on a worker
     thread so that captions keep arriving while the input is read. ``interrupted`` (Ctrl-C
     on a live source, which never ends by itself) ends the input where it is: the caller
-    then sends ``stop`` and the last words are still captioned."""
+    then sends ``stop`` and the last words are still captioned. ``ends`` notes where the
+    speech sent pauses (the captions' latency counts from there)."""
     loop = asyncio.get_running_loop()
     chunks = audio.chunks(speed, AUDIO_FRAME_S)
     interrupted = interrupted or asyncio.Event()
@@ -298,8 +313,12 @@ async def _send_speech(ws, audio: AudioSource, speed: float | None,
             if (chunk := read.result()) is None:
                 return
             await ws.send(chunk)
+            if ends is not None:
+                ends.sent(chunk, time.perf_counter())
     finally:
         stop.cancel()
+        if ends is not None:
+            ends.finish()
 
 
 def audio_speed(args: argparse.Namespace) -> float | None:
@@ -425,8 +444,10 @@ async def _session(ws, args: argparse.Namespace, utterances: list[dict] | None, 
             elif audio is not None and audio.recognizer is None:
                 interrupted = asyncio.Event()
                 undo = _interrupt_on_sigint(interrupted) if audio.live else (lambda: None)
+                stats.speech_ends = SpeechEnds()
                 try:
-                    await _send_speech(ws, audio, audio_speed(args), interrupted)
+                    await _send_speech(ws, audio, audio_speed(args), interrupted,
+                                       stats.speech_ends)
                 finally:
                     undo()
             else:
@@ -499,7 +520,9 @@ def main(argv: list[str] | None = None) -> int:
                          "one link per caption language is printed (with the viewer token when "
                          "the server has API keys); one speaker per room")
     ap.add_argument("--quiet", action="store_true", help="no live rendering, stats only")
-    ap.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    ap.add_argument("--json", action="store_true",
+                    help="print the statistics as JSON, the only output on stdout (captions, "
+                         "room links and server errors go to stderr)")
     args = ap.parse_args(argv)
     if not args.speed > 0:
         raise UsageError(f"--speed must be a positive factor, got {args.speed}")
@@ -511,7 +534,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.target_langs:
         raise UsageError("--target-lang names no language (e.g. --target-lang de)")
 
-    console = Console(stderr=False)
+    # --json: stdout is the statistics' JSON only, so it can be piped; what a person reads
+    # (captions, room links, server errors) goes to stderr
+    console = Console(stderr=args.json)
     utterances = load_utterances(args.file, args.limit) if args.file else None
     # the audio is checked (file, format, PocketSphinx) before the server is contacted
     audio = open_audio(args.audio, embedded=args.asr == "pocketsphinx",

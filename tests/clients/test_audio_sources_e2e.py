@@ -99,7 +99,7 @@ def captioning(server_url: str, source: str, *extra: str) -> Iterator[tuple[Capt
     client = Captioner(server_url, source, room, *extra)
     finals: list[dict] = []
     try:
-        client.wait_for_line(client.out, "viewers watch at")
+        client.wait_for_line(client.err, "viewers watch at")  # --json: links on stderr
         viewer = threading.Thread(target=lambda: asyncio.run(
             _follow(server_url, room, finals)), daemon=True)
         viewer.start()

@@ -101,8 +101,9 @@ def test_room_publishes_to_viewers_and_prints_their_link(live_server, capsys) ->
     assert frames[0]["type"] == "joined"
     finals = [f for f in frames if f["type"] == "caption" and f.get("final")]
     assert len(finals) == 1 and finals[0]["lang"] == "de" and finals[0]["text"]
-    out = capsys.readouterr().out
-    assert "/watch?room=caption-cli&lang=de" in out
+    captured = capsys.readouterr()
+    assert "/watch?room=caption-cli&lang=de" in captured.err  # --json: stdout is JSON only
+    assert json.loads(captured.out)["finals"] == 1
 
 
 def test_a_room_in_two_languages_with_keys_feeds_each_languages_viewers(capsys) -> None:
@@ -151,10 +152,12 @@ def test_a_room_in_two_languages_with_keys_feeds_each_languages_viewers(capsys) 
         finals = [f for f in frames[0]["recent"] + frames[1:]
                   if f["type"] == "caption" and f.get("final")]
         assert len(finals) == 1 and finals[0]["lang"] == lang and finals[0]["text"]
-    out = capsys.readouterr().out
-    links = [line.split(" at ", 1)[1] for line in out.splitlines() if "viewers watch at" in line]
+    captured = capsys.readouterr()
+    out = captured.out  # --json: the statistics only; the links are on stderr
+    links = [line.split(" at ", 1)[1] for line in captured.err.splitlines()
+             if "viewers watch at" in line]
     queries = [parse_qs(urlsplit(link).query) for link in links]
     assert [q["lang"] for q in queries] == [["de"], ["ja"]]
     assert all(q["token"] == [token] and q["room"] == ["two-langs"] for q in queries)
-    stats = json.loads(out.strip().splitlines()[-1])
+    stats = json.loads(out)
     assert stats["finals"] == 2 and stats["errors"] == 0  # one final per language
