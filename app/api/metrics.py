@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from app.engine.engine import GenerationResult
+from app.voice.stream import VoiceMetrics
 
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -114,6 +115,33 @@ class Metrics:
         self.output_seconds = Histogram(
             "livetrans_output_delivery_seconds", "time from a final caption to its push's "
             "delivery", ["type"], buckets=_LATENCY_BUCKETS, registry=r)
+
+        # voices (app/voice): what was spoken, what it cost, what was lost
+        self.voice_audio_seconds = Counter(
+            "livetrans_voice_audio_seconds_total", "seconds of translated speech spoken, "
+            "by language and engine", ["lang", "engine"], registry=r)
+        self.voice_synthesis_seconds = Counter(
+            "livetrans_voice_synthesis_seconds_total", "seconds spent synthesizing that "
+            "speech, by engine (divided by the audio's seconds: the real-time factor)",
+            ["engine"], registry=r)
+        self.voice_delay_seconds = Histogram(
+            "livetrans_voice_delay_seconds", "time from a phrase's commit to the start of "
+            "its speech, played in real time behind what was spoken before it",
+            buckets=_LATENCY_BUCKETS, registry=r)
+        self.voice_lost_phrases = Counter(
+            "livetrans_voice_lost_phrases_total", "committed phrases not spoken, by reason "
+            "(overrun, failed, closed)", ["reason"], registry=r)
+
+    def voice_metrics(self) -> VoiceMetrics:
+        """The callbacks every voice stream reports to."""
+        def spoken(lang: str, engine: str, audio_s: float, synth_s: float,
+                   delay_s: float) -> None:
+            self.voice_audio_seconds.labels(lang, engine).inc(audio_s)
+            self.voice_synthesis_seconds.labels(engine).inc(synth_s)
+            self.voice_delay_seconds.observe(max(0.0, delay_s))
+
+        return VoiceMetrics(spoken=spoken,
+                            lost=lambda reason, n: self.voice_lost_phrases.labels(reason).inc(n))
 
     def observe_output(self, kind: str, event: str, seconds: float = 0.0) -> None:
         """One push event (``app.live.outputs.delivery``): queued, delivered, failed,

@@ -82,7 +82,8 @@ class ServerState:
         self.whip = WhipSessions(on_dropped=metrics.asr_dropped_seconds.inc)
         self.realtime_calls = RealtimeCalls(self.settings.max_live_sessions)
         self.voices = VoiceRegistry(parse_voice_entries(self.settings.voices),
-                                    self.settings.voice_engine, self.settings.voice_threads)
+                                    self.settings.voice_engine, self.settings.voice_threads,
+                                    metrics=metrics.voice_metrics())
 
     def live_services(self) -> LiveServices:
         """What the live subsystem (``app.live``) may use of this state, for one socket

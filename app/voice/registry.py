@@ -24,7 +24,7 @@ from typing import Literal
 from app.voice import espeak, kokoro, piper
 from app.voice.base import SynthesisError, Synthesizer, VoiceUnavailable
 from app.voice.catchup import CatchUp
-from app.voice.stream import VoiceLoss, VoiceStream
+from app.voice.stream import VoiceLoss, VoiceMetrics, VoiceStream
 
 log = logging.getLogger("livetrans.voice")
 
@@ -45,13 +45,15 @@ class VoiceRegistry:
     """The server's voices, one per language, built on first use."""
 
     def __init__(self, piper_voices: Mapping[str, Path] | None = None, engine: str = "auto",
-                 threads: int = 1, catch_up: CatchUp | None = None) -> None:
+                 threads: int = 1, catch_up: CatchUp | None = None,
+                 metrics: VoiceMetrics | None = None) -> None:
         if engine not in ENGINES:
             raise ValueError(f"voice engine '{engine}': one of {', '.join(ENGINES)}")
         self.piper_voices = dict(piper_voices or {})
         self.engine = engine
         self.threads = threads
         self.catch_up = catch_up
+        self.metrics = metrics  # every stream's counts, for /metrics
         self.executor = ThreadPoolExecutor(threads, thread_name_prefix="voice")
         self._voices: dict[str, Synthesizer | None] = {}
         self._lock = threading.Lock()
@@ -102,7 +104,7 @@ class VoiceRegistry:
         """A new voice stream for ``lang`` on the registry's executor (``resolve``'s
         ``VoiceUnavailable`` when nothing speaks it)."""
         return VoiceStream(self.resolve(lang), executor=self.executor,
-                           catch_up=self.catch_up, on_loss=on_loss)
+                           catch_up=self.catch_up, on_loss=on_loss, metrics=self.metrics)
 
     def close(self) -> None:
         """The server stops: phrases not yet begun are not spoken."""

@@ -12,6 +12,11 @@ skipping. Memory is bounded twice: at most ``max_buffered`` chunks wait for a sl
 consumer (then synthesis waits), and at most ``max_pending_s`` seconds of text wait for
 synthesis; past that the oldest phrases are dropped (down to half the bound), counted and
 reported (``on_loss``), never silently. A phrase an engine cannot speak is reported the same way.
+
+``VoiceMetrics`` is what the server counts of every stream (``/metrics``): audio spoken and
+the time its synthesis took, per engine (their ratio is the engine's real-time factor on
+this machine), how long after its commit each phrase starts to be heard, and the phrases
+lost by reason. Never text.
 """
 
 from __future__ import annotations
@@ -75,6 +80,16 @@ class VoiceStats:
     max_speed: float = 1.0
 
 
+@dataclass(frozen=True)
+class VoiceMetrics:
+    """Callbacks the server's metrics give every stream (``app.api.metrics``)."""
+
+    # (language, engine, seconds of audio, seconds its synthesis took, seconds from the
+    # phrase's commit to when its speech starts, played in real time)
+    spoken: Callable[[str, str, float, float, float], None]
+    lost: Callable[[str, int], None]  # (reason, phrases)
+
+
 @dataclass
 class _Phrase:
     text: str
@@ -94,7 +109,8 @@ class VoiceStream:
                  catch_up: CatchUp | None = None, max_pending_s: float = MAX_PENDING_S,
                  max_buffered: int = MAX_BUFFERED,
                  on_loss: Callable[[VoiceLoss], None] | None = None,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None,
+                 metrics: VoiceMetrics | None = None) -> None:
         self.synth = synth
         self.lang = synth.info.lang
         self.sample_rate = synth.info.sample_rate
@@ -104,6 +120,7 @@ class VoiceStream:
         self.max_pending_s = max_pending_s
         self.on_loss = on_loss
         self._clock = clock
+        self.metrics = metrics
         self.stats = VoiceStats()
         self._pending: deque[_Phrase] = deque()
         self._pending_s = 0.0
@@ -153,6 +170,8 @@ class VoiceStream:
         self.stats.lost_phrases += len(phrases)
         self.stats.lost_chars += chars
         self.stats.losses[reason] = self.stats.losses.get(reason, 0) + len(phrases)
+        if self.metrics is not None:
+            self.metrics.lost(reason, len(phrases))
         if self.on_loss is not None:
             try:
                 self.on_loss(VoiceLoss(self.lang, reason, len(phrases), chars))
@@ -188,6 +207,7 @@ class VoiceStream:
                 # and what waits after it: how far the voice is behind the speaker
                 lag = max(now, self._play_end) - phrase.at + max(0.0, self._pending_s)
                 speed = self.catch_up.speed(lag)
+                began = loop.time()
                 try:
                     pcm = await loop.run_in_executor(self.executor, self.synth.synthesize,
                                                      phrase.text, speed)
@@ -202,7 +222,11 @@ class VoiceStream:
                     continue
                 chunk = VoiceChunk(self.lang, phrase.segment, phrase.final, pcm,
                                    self.sample_rate, speed)
-                self._play_end = max(self._now(), self._play_end) + chunk.seconds
+                starts = max(self._now(), self._play_end)
+                self._play_end = starts + chunk.seconds
+                if self.metrics is not None:
+                    self.metrics.spoken(self.lang, self.synth.info.engine, chunk.seconds,
+                                        loop.time() - began, starts - phrase.at)
                 await self._out.put(chunk)
                 phrase = None
                 self.stats.spoken += 1

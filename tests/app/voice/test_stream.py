@@ -122,3 +122,36 @@ def test_abort_and_late_commits_are_counted_as_closed() -> None:
 
     stream = asyncio.run(main())
     assert stream.stats.lost_phrases == 7 and stream.stats.spoken == 0
+
+
+def test_metrics_count_what_was_spoken_what_it_cost_and_what_was_lost() -> None:
+    """The server's /metrics callbacks: every chunk's seconds, its synthesis time and its
+    delay; every lost phrase by reason; and they add up to the stream's own stats."""
+    from app.api.metrics import Metrics
+    from app.voice.stream import VoiceMetrics
+
+    spoken: list[tuple[str, str, float, float, float]] = []
+    lost: list[tuple[str, int]] = []
+    watch = VoiceMetrics(spoken=lambda *args: spoken.append(args),
+                         lost=lambda reason, n: lost.append((reason, n)))
+    stream = VoiceStream(EspeakSynthesizer("en"), max_pending_s=3.0, metrics=watch)
+    chunks = asyncio.run(speak(stream, commits() * 2))
+    assert len(spoken) == len(chunks) == stream.stats.spoken
+    assert {(lang, engine) for lang, engine, *_ in spoken} == {("en", "espeak-ng")}
+    assert abs(sum(s[2] for s in spoken) - stream.stats.spoken_s) < 1e-6
+    assert all(s[3] > 0 and s[4] >= 0 for s in spoken)
+    assert sum(n for _, n in lost) == stream.stats.lost_phrases > 0
+    # ... and the server's registry turns them into its series
+    metrics = Metrics()
+    hooks = metrics.voice_metrics()
+    for args in spoken:
+        hooks.spoken(*args)
+    for reason, n in lost:
+        hooks.lost(reason, n)
+    text = metrics.render().decode()
+    audio = metrics.voice_audio_seconds.labels("en", "espeak-ng")._value.get()
+    assert abs(audio - stream.stats.spoken_s) < 1e-6
+    assert metrics.voice_lost_phrases.labels("overrun")._value.get() == \
+        stream.stats.lost_phrases
+    assert 'livetrans_voice_audio_seconds_total{engine="espeak-ng",lang="en"}' in text
+    assert "livetrans_voice_delay_seconds_count" in text
