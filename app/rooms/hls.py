@@ -19,9 +19,7 @@ segment reads like the downloaded transcript.
 a few seconds after its cue starts, and a player never fetches a segment twice. So:
 
 - segment ``i`` holds every cue that overlaps its window and whose final came before the
-  window's end plus a *hold* of one segment, timed among the cues known by then (the
-  ones whose final came before that instant: so what it holds never depends on a final
-  made later) (RFC 8216 wants every cue shown during a
+  window's end plus a *hold* of one segment (RFC 8216 wants every cue shown during a
   segment in it: a cue that spans windows is repeated in each; players drop repeats);
 - segment ``i`` is published (listed, served) only once the talk's clock passed the end
   of its window plus the hold plus ``SETTLE_S`` (a final's write to the store, and the
@@ -29,9 +27,15 @@ a few seconds after its cue starts, and a player never fetches a segment twice. 
 
 A cue whose final came later than the hold is missing from the segments published before
 it was known and is in every later segment it overlaps, the one where it ends at least.
-Then the cue before it, published while it was not known, was not cut at its start: in
-the segments published before, that cue keeps the length its text needs and may overlap
-it (by at most that length), while later segments and the transcript download cut it.
+**Cue times once published never change** either (a player keeps the first copy of a cue,
+and hls.js tells copies apart by their times). A cue is timed by the transcript's rule
+(``formats.cue_times``) among the cues known when the first segment holding it is
+published (``HlsTiming.as_published``); so a cue published before the next cue's final was
+known keeps the length its text needs, and the next cue then starts when it ends, not at
+its first caption (the transcript download, timed with every final known, cuts the first
+one there instead). Only then do the segments' times differ from the download's: when a
+final came later than the hold. Every cue still ends at or after its final, so it is in
+the segment where its final became known, or a later one.
 The content of a segment is therefore a function of the store alone: every replica, every
 request, live or after the talk, writes the same bytes. (Unless a final reaches the store
 later than ``SETTLE_S`` after it was made: while the store is away the recorder keeps
@@ -57,13 +61,20 @@ from __future__ import annotations
 
 import html
 import math
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import m3u8
 import webvtt
 
-from app.rooms.transcripts.formats import caption_text, cue_times
+from app.rooms.transcripts.formats import (
+    MIN_CUE_MS,
+    caption_text,
+    cue_times,
+    reading_ms,
+    seconds_ms,
+)
 from app.rooms.transcripts.store import MAX_SECONDS, TranscriptLine
 
 SETTLE_S = 1.0  # a final's way into the store, and replicas' clocks, may lag this much
@@ -164,8 +175,97 @@ class HlsTiming:
         start_ms = index * self.segment_s * 1000
         end_ms = start_ms + self.segment_s * 1000
         known_by = (index + 1) * self.segment_s + self.hold_s
-        known = timed([cue for cue in cues if cue.known_s < known_by])
-        return [cue for cue in known if cue.start_ms < end_ms and cue.end_ms > start_ms]
+        return [cue for cue in cues
+                if cue.start_ms < end_ms and cue.end_ms > start_ms and cue.known_s < known_by]
+
+    def known_at(self, known_s: float) -> int:
+        """The first segment that may hold a cue whose final came at talk second
+        ``known_s`` (the one whose window's end plus the hold is after it)."""
+        if not math.isfinite(known_s):
+            return 0
+        return max(0, math.floor((known_s - self.hold_s) / self.segment_s))
+
+    def as_published(self, cues: Sequence[Cue]) -> list[Cue]:
+        """``cues`` timed as the segments publish them (see the module's docstring), in
+        their order: segment by segment, the cues known by then are timed by
+        ``formats.cue_times``'s rule around those already published, which keep their
+        times."""
+        return _Publication(self, cues).run()
+
+
+class _Publication:
+    """``HlsTiming.as_published``: walks the segments in order. At segment ``k`` the cues
+    known by then (``known_at``) and not yet published are placed by the transcript's
+    rule around the published ones (which keep their times): in order of first caption,
+    each starts at its first caption but not before the cue before it starts plus
+    ``MIN_CUE_MS``, nor before the earlier cues' finals or a published cue's end; one that
+    cannot start ``MIN_CUE_MS`` before a published cue (and end after its own final)
+    goes after it; each ends at its final or once read, cut at the next cue's start.
+    Those that overlap window ``k`` are then published. Segments in which nothing new is
+    known and nothing waits are skipped."""
+
+    def __init__(self, timing: HlsTiming, cues: Sequence[Cue]) -> None:
+        self.timing, self.cues = timing, list(cues)
+        self.window_ms = timing.segment_s * 1000
+        self.times: list[tuple[int, int]] = [(cue.start_ms, cue.end_ms) for cue in cues]
+        self.starts: list[int] = []  # published cues, by start (they never overlap)
+        self.ends: list[int] = []
+
+    def run(self) -> list[Cue]:
+        known_at = [self.timing.known_at(cue.known_s) for cue in self.cues]
+        arrival = sorted(range(len(self.cues)), key=lambda i: known_at[i])
+        waiting: list[int] = []  # known, not published
+        step, arrived = 0, 0
+        while arrived < len(arrival) or waiting:
+            due = [self.times[i][0] // self.window_ms for i in waiting]
+            if arrived < len(arrival):
+                due.append(known_at[arrival[arrived]])
+            step = max(step, min(due))  # the next segment where something happens
+            while arrived < len(arrival) and known_at[arrival[arrived]] <= step:
+                waiting.append(arrival[arrived])
+                arrived += 1
+            self._place(waiting)
+            # those starting by the window's end are published now (each ends after the
+            # window's start: it ends at or after its final, known by then)
+            window_end = (step + 1) * self.window_ms
+            for i in waiting:
+                start, end = self.times[i]
+                if start < window_end:
+                    at = bisect_right(self.starts, start)
+                    self.starts.insert(at, start)
+                    self.ends.insert(at, end)
+            waiting = [i for i in waiting if self.times[i][0] >= window_end]
+            step += 1
+        return [replace(cue, start_ms=start, end_ms=end)
+                for cue, (start, end) in zip(self.cues, self.times, strict=True)]
+
+    def _place(self, waiting: list[int]) -> None:
+        """Times the waiting cues around the published ones (see the class)."""
+        if not waiting:
+            return
+        cues = self.cues
+        waiting.sort(key=lambda i: (seconds_ms(cues[i].first_s), i))
+        pinned = bisect_right(self.ends, seconds_ms(cues[waiting[0]].first_s))
+        floor, placed = 0, []
+        for i in waiting:
+            final = seconds_ms(cues[i].final_s)
+            start = max(seconds_ms(cues[i].first_s), floor)
+            while pinned < len(self.starts) and \
+                    self.starts[pinned] < max(start + MIN_CUE_MS, final):
+                start = max(start, self.ends[pinned])  # it goes after this published one
+                pinned += 1
+            placed.append(i)
+            self.times[i] = (start, 0)
+            floor = max(start + MIN_CUE_MS, floor, final)
+        for rank, i in enumerate(placed):  # placed in order of start
+            start = self.times[i][0]
+            end = max(seconds_ms(cues[i].final_s), start + reading_ms(cues[i].text))
+            if rank + 1 < len(placed):
+                end = min(end, self.times[placed[rank + 1]][0])
+            later = bisect_right(self.starts, start)
+            if later < len(self.starts):
+                end = min(end, self.starts[later])
+            self.times[i] = (start, end)
 
 
 def clean_offset(value: float) -> float:

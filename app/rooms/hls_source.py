@@ -326,6 +326,6 @@ class HlsSource:
         finally:
             del self._loading[key]
             loading.set_result(None)
-        cues = cues_of(lines)
+        cues = self.timing.as_published(cues_of(lines))
         _bounded_put(self._cues, key, (began, cues), CUES_CACHED)
         return cues

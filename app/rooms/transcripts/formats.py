@@ -90,27 +90,29 @@ def cue_times(spans: Sequence[tuple[float, float, str]]) -> list[tuple[int, int]
     its final (which is what keeps every cue in an HLS segment published after its final
     was known: ``app.rooms.hls``). The transcript download and the HLS segments both time
     cues here."""
-    order = sorted(range(len(spans)), key=lambda i: (_ms(spans[i][0]), i))
+    order = sorted(range(len(spans)), key=lambda i: (seconds_ms(spans[i][0]), i))
     starts: list[int] = []
     finals = 0  # the latest final of the cues so far
     for i in order:
-        start = _ms(spans[i][0])
+        start = seconds_ms(spans[i][0])
         if starts:
             start = max(start, starts[-1] + MIN_CUE_MS, finals)
         starts.append(start)
-        finals = max(finals, _ms(spans[i][1]))
+        finals = max(finals, seconds_ms(spans[i][1]))
     times: list[tuple[int, int]] = [(0, 0)] * len(spans)
     for rank, i in enumerate(order):
         start = starts[rank]
         _, final_s, text = spans[i]
-        end = max(_ms(final_s), start + reading_ms(text))
+        end = max(seconds_ms(final_s), start + reading_ms(text))
         if rank + 1 < len(order):
             end = min(end, starts[rank + 1])
         times[i] = (start, end)
     return times
 
 
-def _ms(seconds: float) -> int:
+def seconds_ms(seconds: float) -> int:
+    """Seconds from the talk's start in whole milliseconds (0 for what is not a positive
+    finite number)."""
     value = float(seconds)
     return round(value * 1000) if math.isfinite(value) and value > 0 else 0
 

@@ -32,7 +32,7 @@ from app.rooms.hls import (
 from app.rooms.hls_source import HlsSource, MemoryEdgeMarks, RedisEdgeMarks, TalkView
 from app.rooms.registry import RoomRegistry
 from app.rooms.transcripts import open_transcripts
-from app.rooms.transcripts.formats import timed_cues
+from app.rooms.transcripts.formats import MIN_CUE_MS, reading_ms, timed_cues
 from app.rooms.transcripts.store import TalkRecord, TranscriptLine
 from tests.redis_server import redis_server
 
@@ -254,3 +254,60 @@ def test_players_refreshing_at_once_share_one_read_of_the_talks(tmp_path: Path) 
 
     first, after, seen = asyncio.run(run())
     assert first == 1 and after == 2 and seen == {(TALK,)}
+
+
+# -- cue times as published ----------------------------------------------------------------
+def test_without_late_finals_segments_have_the_transcripts_times() -> None:
+    lines = [line(seg, seg * 1.5, seg * 1.5 + 0.3, "x" * (5 + 7 * seg)) for seg in range(12)]
+    assert T.as_published(cues_of(lines)) == cues_of(lines)
+
+
+def test_a_cue_published_before_the_next_final_keeps_its_length_and_the_next_one_waits() -> None:
+    text = "x" * 60  # needs 4 s
+    lines = [line(0, 0.0, 0.2, text), line(1, 1.0, 9.0, "late final")]
+    # the download cuts cue 0 at cue 1's first caption...
+    assert [(c.start_ms, c.end_ms) for c in cues_of(lines)] == [(0, 1000), (1000, 9000)]
+    # ...but segment 0 was published (at 5 s) before cue 1's final (9 s) was known
+    published = T.as_published(cues_of(lines))
+    assert [(c.start_ms, c.end_ms) for c in published] == [(0, 4000), (4000, 9000)]
+    assert [c.segment for c in T.in_segment(published, 0)] == [0]
+    assert [c.segment for c in T.in_segment(published, 3)] == [1]  # known at 9 s < 10 s
+
+
+def _published_segments(lines: list[TranscriptLine], timing: HlsTiming,
+                        upto: int) -> list[list]:
+    """What each segment held when it was published: from the lines whose final was made
+    by then, as a live talk's store held them."""
+    segments = []
+    for index in range(upto):
+        known = [x for x in lines if x.end_s < timing.ready_at(index) - SETTLE_S]
+        segments.append(timing.in_segment(timing.as_published(cues_of(known)), index))
+    return segments
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_published_cues_never_change_never_overlap_and_are_long_enough(seed: int) -> None:
+    rng = random.Random(seed)
+    timing = HlsTiming(segment_s=rng.choice([1, 2, 4]), window_s=6)
+    lines, clock = [], 0.0
+    for seg in range(60):
+        clock += rng.choice([0.0, 0.1, 0.4, 1.0, 2.5])  # bursts and pauses
+        lag = rng.choice([0.0, 0.05, 0.5, 2.0, 7.0, 15.0])  # finals at once, late, very late
+        lines.append(line(seg, clock, clock + lag, rng.choice(
+            ["Yes.", "x" * rng.randint(10, 160), "字" * rng.randint(2, 40)])))
+    final = timing.as_published(cues_of(lines))
+    total = timing.ended_count(0.0, final)
+    live = _published_segments(lines, timing, total)
+    held: set[int] = set()
+    for index in range(total):  # a segment holds the same cues live and after the talk
+        assert live[index] == timing.in_segment(final, index), index
+        held |= {c.segment for c in live[index]}
+    assert held == set(range(60))  # every final is in a segment
+    ordered = sorted(final, key=lambda c: c.start_ms)
+    for cue, nxt in zip(ordered, [*ordered[1:], None], strict=True):
+        assert cue.end_ms - cue.start_ms >= MIN_CUE_MS
+        assert cue.end_ms >= round(cue.final_s * 1000)
+        if nxt is not None:
+            assert cue.end_ms <= nxt.start_ms
+            assert cue.end_ms - cue.start_ms >= reading_ms(cue.text) or \
+                cue.end_ms == nxt.start_ms
