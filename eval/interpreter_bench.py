@@ -44,7 +44,16 @@ from typing import Any
 
 import numpy as np
 
-from eval.interpreter_talk import FRAME, RATE, SENTENCES, Talk, Timed, compose, latencies
+from eval.interpreter_talk import (
+    FRAME,
+    LONG_SENTENCES,
+    RATE,
+    SENTENCES,
+    Talk,
+    Timed,
+    compose,
+    latencies,
+)
 from eval.tables import Table
 
 LIMIT_S = 600  # a bound against a hung session, never a latency
@@ -176,6 +185,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--source", choices=sorted(SENTENCES), default="en",
                    help="the speakers' language (default en)")
     p.add_argument("--target", default="de", help="the output language (default de)")
+    p.add_argument("--long", action="store_true",
+                   help="long sentences (6-9 s of speech each, up to "
+                        f"{len(LONG_SENTENCES['en'])}) instead of short ones (about 3 s)")
     p.add_argument("--pause-s", type=float, default=2.0,
                    help="silence after each sentence (default 2.0)")
     p.add_argument("--stagger-s", type=float, default=1.5,
@@ -198,14 +210,15 @@ def main(argv: list[str] | None = None) -> int:
         _parser().error(f"--speakers: whole numbers, e.g. 1,2 (got {args.speakers!r})")
     if not counts or min(counts) < 1:
         _parser().error("--speakers: at least one speaker per run")
-    if not 1 <= args.sentences <= len(SENTENCES[args.source]):
-        _parser().error(f"--sentences: 1 to {len(SENTENCES[args.source])}")
+    pool = (LONG_SENTENCES if args.long else SENTENCES)[args.source]
+    if not 1 <= args.sentences <= len(pool):
+        _parser().error(f"--sentences: 1 to {len(pool)}")
     from eval.local_server import LocalServer
 
     info = machine()
     print(f"machine: {info['cpu']}, {info['cores']} cores, load {info['load_1m']}",
           file=sys.stderr)
-    base = SENTENCES[args.source]
+    base = pool
     talks = [compose((base[k:] + base[:k])[:args.sentences], args.source, 1.0, args.pause_s)
              for k in range(max(counts))]
     print("starting the server (model, Whisper, voices)", file=sys.stderr)

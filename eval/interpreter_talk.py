@@ -36,6 +36,27 @@ SENTENCES = {
            "Die Stadt plant eine neue Brücke über den Fluss.",
            "Die meisten Studenten haben die Prüfung beim ersten Versuch bestanden."],
 }
+# sentences of 6-9 s of speech, as a speaker's long sentences run: the commit policy's
+# early commits need several agreeing partial translations before the segment ends,
+# which the short ones above (about 3 s) rarely leave time for
+LONG_SENTENCES = {
+    "en": ["The committee that met in Geneva last week will publish its final report on "
+           "the new water rules next spring, after a long public consultation.",
+           "Thank you all for coming to this talk today, and a special thank you to the "
+           "organisers who made this conference possible once again.",
+           "Our results show that the new method is faster than the old one on every data "
+           "set we tried, and that it needs much less memory.",
+           "The city plans to build a new bridge over the river, so that people can walk "
+           "and cycle from the old town to the station in ten minutes."],
+    "de": ["Der Ausschuss, der letzte Woche in Genf getagt hat, wird seinen Bericht über die "
+           "neuen Wasserregeln im nächsten Frühjahr veröffentlichen.",
+           "Vielen Dank, dass Sie heute alle zu diesem Vortrag gekommen sind, und ein "
+           "besonderer Dank an die Veranstalter dieser Konferenz.",
+           "Unsere Ergebnisse zeigen, dass die neue Methode auf allen Datensätzen schneller "
+           "ist als die alte und viel weniger Speicher braucht.",
+           "Die Stadt plant eine neue Brücke über den Fluss, damit man in zehn Minuten von "
+           "der Altstadt zum Bahnhof laufen oder radeln kann."],
+}
 ESPEAK_VOICES = {"en": "en-us", "de": "de"}
 
 
