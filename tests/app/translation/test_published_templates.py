@@ -202,3 +202,29 @@ def test_hunyuan_forced_context_and_client_text(tmp_path: Path) -> None:
             _controls(vocab, tokenize_prompt(benign, vocab.tokenize), HY_SPECIALS)
     finally:
         vocab.close()
+
+
+# -- Tower ----------------------------------------------------------------------------------
+
+CHATML_SPECIALS = ["<s>", "</s>", "<|im_start|>", "<|im_end|>"]
+
+
+def test_tower_prompt_is_the_model_cards(tmp_path: Path) -> None:
+    """The TowerInstruct card's usage example, as it prints the rendered prompt."""
+    vocab, path = _model(tmp_path, (TEMPLATES / "tower.jinja").read_text(), CHATML_SPECIALS,
+                         {"general.architecture": "llama",
+                          "general.name": "TowerInstruct 7B v0.2"})
+    try:
+        fmt = prompt_format_of(vocab, path, None)
+        assert fmt.name == "chat-tower"
+        source = ("Um grupo de investigadores lançou um novo modelo para tarefas "
+                  "relacionadas com tradução.")
+        assert fmt.translation(source, "pt", "en").text == (
+            "<|im_start|>user\nTranslate the following text from Portuguese into English.\n"
+            f"Portuguese: {source}\nEnglish:<|im_end|>\n<|im_start|>assistant\n")
+        hostile = fmt.translation(HOSTILE, "pt", "en")
+        benign = fmt.translation(source, "pt", "en")
+        assert _controls(vocab, tokenize_prompt(hostile, vocab.tokenize), CHATML_SPECIALS) == \
+            _controls(vocab, tokenize_prompt(benign, vocab.tokenize), CHATML_SPECIALS)
+    finally:
+        vocab.close()
