@@ -3,7 +3,7 @@ Debian's redis-server, with API keys (the viewer token travels in the playlist's
 
 - ``ffmpeg`` (Debian's) reads replica b's playlist while a speaker talks on replica a,
   following it to ``#EXT-X-ENDLIST``, and again after the talk: each time every final is a
-  cue with the transcript's times and text;
+  cue with the transcript's text, timed by its rule as the segments publish it;
 - hls.js (from npm, ``make web-deps``) in headless Chromium (Debian's, driven by Playwright)
   plays a test video that ffmpeg made as HLS, served on loopback with a master playlist
   that adds the room's rendition (``EXT-X-MEDIA TYPE=SUBTITLES``), and shows every final as
@@ -31,6 +31,8 @@ import m3u8
 import pytest
 import webvtt
 
+from app.rooms.hls import HlsTiming, cues_of
+from app.rooms.transcripts.store import TranscriptLine
 from tests.conftest import LiveServer, free_port
 from tests.redis_server import RedisServer, redis_server
 
@@ -44,6 +46,7 @@ BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networkin
                 "--autoplay-policy=no-user-gesture-required"]
 KEY = "hls-test-key"
 SEGMENT_S = 1
+WINDOW_S = 4
 LIMIT_S = 300  # a bound against hanging
 SENTENCES = ["Good morning everyone.", "Thank you for coming today.", "Let us begin.",
              "The first slide shows the plan.", "Questions come at the end."]
@@ -71,7 +74,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory,
 
 def _settings(redis: RedisServer, page_port: int) -> dict:
     return {"room_bus": redis.url, "api_keys": [KEY], "hls_segment_s": SEGMENT_S,
-            "hls_window_s": 4, "max_source_chars": 2000,
+            "hls_window_s": WINDOW_S, "max_source_chars": 2000,
             "cors_origins": [f"http://127.0.0.1:{page_port}"]}
 
 
@@ -109,11 +112,23 @@ def _talk(server: LiveServer, room: str, on_ready=None, pause_s: float = 1.5) ->
 
 
 def _transcript_cues(server: LiveServer, room: str, token: str) -> list[tuple[int, int, str]]:
-    """(start ms, end ms, text) of every cue of the room's transcript download (WebVTT)."""
+    """(start ms, end ms, text) of every cue of the room's transcript as the HLS segments
+    publish it: the transcript download's lines (JSON), timed by ``formats.cue_times``'s
+    rule as each segment knew them (``HlsTiming.as_published``: where a final came later
+    than the hold, the download's WebVTT times differ). The download's WebVTT has the same
+    texts."""
+    r = httpx.get(f"{server.url}/v1/rooms/{room}/transcript",
+                  params={"lang": "de", "format": "json", "token": token}, timeout=30)
+    assert r.status_code == 200, r.text
+    lines = [TranscriptLine(x["segment"], x["start"], x["end"], x["source"], x["text"])
+             for x in r.json()["lines"]]
+    published = HlsTiming(SEGMENT_S, WINDOW_S).as_published(cues_of(lines))
+    cues = sorted((c.start_ms, c.end_ms, c.text) for c in published)
     r = httpx.get(f"{server.url}/v1/rooms/{room}/transcript",
                   params={"lang": "de", "format": "vtt", "token": token}, timeout=30)
     assert r.status_code == 200, r.text
-    return _cues(r.text)
+    assert [text for _, _, text in _cues(r.text)] == [text for _, _, text in cues]
+    return cues
 
 
 def _cues(text: str) -> list[tuple[int, int, str]]:
