@@ -38,6 +38,22 @@ def talk(tmp_path: Path, sentences: list[str], pause_s: float = 1.2) -> tuple[np
     return np.concatenate(parts), rate
 
 
+def talk_wav(tmp_path: Path, sentences: list[str], lead_s: float = 0.0,
+             tail_s: float = 0.0, name: str = "talk.wav") -> Path:
+    """``talk`` as a mono 16-bit WAV file, with ``lead_s`` and ``tail_s`` of silence around
+    it (a player or a fake microphone's input)."""
+    audio, rate = talk(tmp_path, sentences)
+    audio = np.concatenate([np.zeros(int(lead_s * rate), dtype="<i2"), audio,
+                            np.zeros(int(tail_s * rate), dtype="<i2")])
+    path = tmp_path / name
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(audio.astype("<i2").tobytes())
+    return path
+
+
 def words(text: str) -> list[str]:
     return [w.strip(".,!?;:").lower() for w in text.split()]
 

@@ -31,6 +31,7 @@ from app.api.http.origins import origin_allowed
 from app.api.state import ServerState
 from app.live.frames import encode_frame, safe_echo
 from app.live.limits import CLOSE_POLICY, CLOSE_TRY_AGAIN
+from app.live.peer import IceOptions, OfferError, check_offer
 from app.live.realtime import events
 from app.live.realtime.client_events import ClientEventError, parse_session_fields
 from app.live.realtime.client_secrets import (
@@ -43,8 +44,6 @@ from app.live.realtime.client_secrets import (
 from app.live.realtime.session import RealtimeSession, Voices
 from app.live.realtime.session_state import SessionConfig, language_checker
 from app.live.realtime.voice_out import VoiceSource
-from app.live.whip import OfferError, check_offer
-from app.port_range import PortRange
 from app.voice.base import VoiceUnavailable
 from app.voice.registry import VoiceRegistry
 
@@ -223,16 +222,6 @@ def _webrtc_available() -> bool:
     return True
 
 
-def _ice(state: ServerState) -> Any:
-    """WebRTC's reach: the WHIP options (``--whip-ice-server``, ``--whip-udp-ports``,
-    ``--whip-public-ip``) serve every WebRTC peer of the server."""
-    from app.live.whip import IceOptions
-
-    settings = state.settings
-    ports = PortRange.parse(settings.whip_udp_ports) if settings.whip_udp_ports else None
-    return IceOptions(tuple(settings.whip_ice_servers), ports, settings.whip_public_ip)
-
-
 def _call_model(state: ServerState, request: Request, credential: str) -> str:
     """The call's model: ``?model=``, or the served one for a client secret (which was
     minted for a model this server serves); an API key must name it, as on the socket."""
@@ -286,7 +275,7 @@ async def call(request: Request) -> Response:
         made, answer = await state.realtime_calls.open(
             sdp, lambda send, track: RealtimeSession(config, services, owner, send,
                                                      voices=voices, sink=track),
-            owner, _ice(state))
+            owner, IceOptions.from_settings(state.settings))
     except OfferError as exc:
         raise APIError(400, exc.message, param="sdp", code=exc.code) from None
     except CallRefused as exc:

@@ -23,8 +23,8 @@ from app.api.http.auth import bearer_key
 from app.api.state import ServerState
 from app.live.connection import serve
 from app.live.messages import MAX_TARGET_LANGS
-from app.live.whip import PCM_RATE, IceOptions, OfferError, SessionRefused, check_offer
-from app.port_range import PortRange
+from app.live.peer import IceOptions, OfferError, check_offer
+from app.live.whip import PCM_RATE, SessionRefused
 from app.rooms.registry import valid_room
 
 router = APIRouter()
@@ -49,12 +49,6 @@ def _owner(request: Request, state: ServerState) -> str | None:
     is its publisher's, so another tenant's key cannot end it."""
     key = bearer_key(request.headers.get("authorization", ""))
     return state.auth.owner(key) if state.auth.api_keys else None
-
-
-def _ice_options(state: ServerState) -> IceOptions:
-    settings = state.settings
-    ports = PortRange.parse(settings.whip_udp_ports) if settings.whip_udp_ports else None
-    return IceOptions(tuple(settings.whip_ice_servers), ports, settings.whip_public_ip)
 
 
 @router.post("/v1/rooms/{room}/whip", status_code=201)
@@ -90,7 +84,7 @@ async def publish(room: str, request: Request) -> Response:
     try:
         session, answer = await state.whip.open(
             room, sdp, start, lambda socket: serve(socket, services, owner),
-            _ice_options(state), owner)
+            IceOptions.from_settings(state.settings), owner)
     except OfferError as exc:
         raise APIError(400, exc.message, param="sdp", code=exc.code) from None
     except SessionRefused as exc:

@@ -33,20 +33,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.live.whip_sdp import (
-    AUDIO_CODECS,
-    advertise_address,
-    assemble_answer,
-    audio_sections,
-    host_candidate_ports,
-    prepare_offer,
+from app.live.peer import (
+    IceOptions,
+    NoUdpPort,
+    answer_offer,
+    discard,
+    new_peer,
 )
-from app.port_range import PortRange
 from app.supervision import wait_event
 
 log = logging.getLogger("livetrans.whip")
 
-MAX_OFFER_BYTES = 32_768  # an SDP offer is a few kilobytes
 PCM_RATE = 48_000  # Opus decodes at 48 kHz; the live socket resamples to the recogniser's
 FRAME_S = 0.2  # PCM per frame handed to the live connection
 QUEUE_FRAMES = 50  # frames waiting for the live connection (10 s); more are dropped
@@ -54,48 +51,6 @@ READY_WAIT_S = 60.0  # the speech model may load on the first audio speaker
 STOP_WAIT_S = 120.0  # DELETE waits this long for the last final to be answered
 CANCEL_WAIT_S = 30.0  # a refused talk's cleanup (room release) gets this long
 CANCEL_AGAIN_S = 0.2  # a refused talk still running this long is cancelled again
-
-
-class OfferError(ValueError):
-    """An offer the server cannot answer; ``code`` and ``message`` for a 400."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def check_offer(body: bytes) -> str:
-    """The offer's text, or ``OfferError``: not text, no audio, no codec the server
-    decodes. Checked before aiortc sees it, so each refusal says what was wrong."""
-    if len(body) > MAX_OFFER_BYTES:
-        raise OfferError("invalid_offer", f"SDP offer of {len(body)} bytes; the limit is "
-                         f"{MAX_OFFER_BYTES}")
-    try:
-        sdp = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise OfferError("invalid_offer", "the SDP offer is not UTF-8 text") from None
-    if not sdp.startswith("v=0"):
-        raise OfferError("invalid_offer", "the body is no SDP offer (it must start with "
-                         "'v=0')")
-    audio = audio_sections(sdp)
-    if not audio:
-        raise OfferError("offer_without_audio", "the offer has no audio (m=audio); publish "
-                         "a stream with sound")
-    if not any(section.usable() for section in audio):
-        raise OfferError("unsupported_codec", "the offer's audio has no codec this server "
-                         f"decodes ({', '.join(AUDIO_CODECS)}); send Opus")
-    return sdp
-
-
-@dataclass(frozen=True)
-class IceOptions:
-    """How WHIP sessions reach publishers: ``serve --whip-ice-server``,
-    ``--whip-udp-ports``, ``--whip-public-ip``."""
-
-    servers: tuple[str, ...] = ()
-    ports: PortRange | None = None
-    public_ip: str | None = None
 
 
 @dataclass
@@ -242,17 +197,6 @@ async def pump_audio(track: Any, socket: WhipSocket) -> None:
         socket.push_stop()
 
 
-async def discard(track: Any) -> None:
-    """Read a track nobody uses and drop its frames, so none pile up in aiortc's queue."""
-    from aiortc.mediastreams import MediaStreamError
-
-    try:
-        while True:
-            await track.recv()
-    except MediaStreamError:
-        return
-
-
 class WhipSessions:
     """The server's WHIP sessions by resource id (each one a speaker, so already bounded
     by ``--max-live-sessions``)."""
@@ -272,11 +216,8 @@ class WhipSessions:
         offer aiortc cannot answer; ``SessionRefused`` when the live connection refused
         ``start``, did not get ready in time (its talk cancelled), or no UDP port of
         ``ice.ports`` was free."""
-        from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
-
         socket = WhipSocket(start, self.on_dropped)
-        config = RTCConfiguration(iceServers=[RTCIceServer(urls=u) for u in ice.servers])
-        pc = RTCPeerConnection(configuration=config)
+        pc = new_peer(ice)
         session = WhipSession(room, socket, pc, owner)
 
         @pc.on("track")
@@ -292,24 +233,9 @@ class WhipSessions:
                 socket.push_stop()
 
         try:
-            offer = prepare_offer(sdp)
-            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type="offer"))
-            if ice.ports is not None:
-                from app.live.whip_ice import bind_within
-
-                bind_within(pc, ice.ports)
-            await pc.setLocalDescription(await pc.createAnswer())
-            answer = assemble_answer(pc.localDescription.sdp, offer)
-        except Exception as exc:  # noqa: BLE001 - aiortc's parse errors vary in type
-            await pc.close()
-            raise OfferError("invalid_offer", "the SDP offer could not be answered "
-                             f"({type(exc).__name__})") from None
-        if ice.ports is not None and not host_candidate_ports(answer):
-            await pc.close()
-            raise SessionRefused(Refusal("no_udp_port", "every UDP port for WebRTC is in "
-                                         "use; retry later"))
-        if ice.public_ip:
-            answer = advertise_address(answer, ice.public_ip)
+            answer = await answer_offer(pc, sdp, ice)
+        except NoUdpPort as exc:
+            raise SessionRefused(Refusal("no_udp_port", str(exc))) from None
         session.task = asyncio.ensure_future(serve(socket))
         try:
             if not await wait_event(socket.ready, self.ready_wait_s):  # keeps a cancel

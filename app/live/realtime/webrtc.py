@@ -37,16 +37,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from app.live.frames import log_unexpected
+from app.live.peer import IceOptions, NoUdpPort, answer_offer, discard, new_peer
 from app.live.realtime import events
 from app.live.realtime.audio_buffer import SAMPLE_RATE
 from app.live.realtime.session import ClientGone, RealtimeSession
-from app.live.whip import IceOptions, OfferError
-from app.live.whip_sdp import (
-    advertise_address,
-    assemble_answer,
-    host_candidate_ports,
-    prepare_offer,
-)
 
 log = logging.getLogger("livetrans.realtime")
 
@@ -167,15 +161,6 @@ async def pump_microphone(track: Any, session: RealtimeSession) -> None:
                 return
 
 
-async def discard(track: Any) -> None:
-    """Read a track nobody uses, so its frames do not pile up in aiortc."""
-    from aiortc.mediastreams import MediaStreamError
-
-    with contextlib.suppress(MediaStreamError):
-        while True:
-            await track.recv()
-
-
 class RealtimeCall:
     """One browser: its peer connection, data channel, speech track and session."""
 
@@ -238,18 +223,16 @@ class RealtimeCalls:
                    owner: str | None, ice: IceOptions = IceOptions()) -> tuple[RealtimeCall,
                                                                              str]:
         """Answer ``sdp`` and start the session: (call, SDP answer). ``OfferError`` for an
-        offer the server cannot answer, ``CallRefused`` when it has no room for a call.
+        offer the server cannot answer (``app.live.peer``), ``CallRefused`` when it has no
+        room for a call.
         ``make(send, track)`` builds the session with the call's event sender and its
         speech track."""
         if len(self.calls) >= self.max_calls:
             raise CallRefused("too_many_calls", f"this server holds {self.max_calls} "
                               "realtime calls at once; retry later")
-        from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
-
         from app.live.realtime.speech_track import SpeechTrack
 
-        config = RTCConfiguration(iceServers=[RTCIceServer(urls=u) for u in ice.servers])
-        pc = RTCPeerConnection(configuration=config)
+        pc = new_peer(ice)
         call = RealtimeCall(pc, owner)
         call.track = SpeechTrack()
         microphone: list[Any] = []
@@ -271,25 +254,9 @@ class RealtimeCalls:
                 call.channel.disconnect()
 
         try:
-            offer = prepare_offer(sdp, data_channels=True)
-            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type="offer"))
-            pc.addTrack(call.track)
-            if ice.ports is not None:
-                from app.live.whip_ice import bind_within
-
-                bind_within(pc, ice.ports)
-            await pc.setLocalDescription(await pc.createAnswer())
-            answer = assemble_answer(pc.localDescription.sdp, offer)
-        except Exception as exc:  # noqa: BLE001 - aiortc's parse errors vary in type
-            await pc.close()
-            raise OfferError("invalid_offer", "the SDP offer could not be answered "
-                             f"({type(exc).__name__})") from None
-        if ice.ports is not None and not host_candidate_ports(answer):
-            await pc.close()
-            raise CallRefused("no_udp_port", "every UDP port for WebRTC is in use; retry "
-                              "later")
-        if ice.public_ip:
-            answer = advertise_address(answer, ice.public_ip)
+            answer = await answer_offer(pc, sdp, ice, data_channels=True, send=[call.track])
+        except NoUdpPort as exc:
+            raise CallRefused("no_udp_port", str(exc)) from None
         call.session = make(call.channel.send_text, call.track)
         if microphone:
             call.tasks.append(asyncio.ensure_future(pump_microphone(microphone[0],

@@ -4,15 +4,13 @@ captions appear in every language of the run (API.md "Speech in")."""
 
 from __future__ import annotations
 
-import shutil
 import wave
 
 import numpy as np
 import pytest
 
+from tests.browser import CHROMIUM, chromium_args
 from tests.speech import ESPEAK, SENTENCES, talk, words
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.mark.skipif(CHROMIUM is None or ESPEAK is None,
@@ -33,13 +31,8 @@ def test_speech_from_the_microphone_becomes_captions_in_every_language(live_serv
         w.writeframes(audio.tobytes())
 
     with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run",
-                  "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-                  f"--use-file-for-fake-audio-capture={wav}",
-                  "--autoplay-policy=no-user-gesture-required"])
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=chromium_args(microphone=wav))
         page = browser.new_page()
         page.goto(live_server.url + "/live")
         page.check('#targets input[value="ja"]')  # de is checked already

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import time
-import wave
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,8 +19,9 @@ import pytest
 from openai import OpenAI
 
 from app.live.realtime.client_secrets import ClientSecrets
+from tests.browser import CHROMIUM, chromium_args
 from tests.conftest import LiveServer
-from tests.speech import ESPEAK, SENTENCES, needs_espeak, talk, wer
+from tests.speech import ESPEAK, SENTENCES, needs_espeak, talk_wav, wer
 
 aiortc = pytest.importorskip("aiortc", reason="aiortc (livetrans[speech]) is not installed")
 LIMIT_S = 300  # a bound against hanging, never a latency
@@ -31,7 +29,6 @@ CALLS = "/v1/realtime/translations/calls"
 GERMAN = {"der", "die", "das", "und", "sie", "wir", "ihr", "ihre", "ihren", "für", "zu",
           "zum", "im", "den", "dem", "ist", "wird", "alle", "euch", "dank", "vielen",
           "danke", "heute", "nächsten", "bericht", "ein", "eine", "mit", "von", "ich"}
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
@@ -46,19 +43,6 @@ def _secret(server: LiveServer, language: str = "de", source: str = "en") -> str
         session={"model": "livetrans", "audio": {"output": {"language": language}},
                  "livetrans": {"source_language": source}})  # type: ignore[typeddict-unknown-key]
     return secret.value
-
-
-def _wav(tmp_path: Path, lead_s: float = 0.5, tail_s: float = 0.0) -> Path:
-    audio, rate = talk(tmp_path, SENTENCES)
-    audio = np.concatenate([np.zeros(int(lead_s * rate), dtype="<i2"), audio,
-                            np.zeros(int(tail_s * rate), dtype="<i2")])
-    path = tmp_path / "talk.wav"
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(audio.astype("<i2").tobytes())
-    return path
 
 
 def _text(events: list[dict], kind: str) -> str:
@@ -89,7 +73,7 @@ def test_an_aiortc_peer_speaks_and_gets_events_on_the_data_channel_and_speech_on
     from aiortc.contrib.media import MediaPlayer
 
     secret = _secret(keyed_server)
-    wav = _wav(tmp_path)
+    wav = talk_wav(tmp_path, SENTENCES, lead_s=0.5)
 
     async def main() -> tuple[list[dict], list[float], httpx.Response]:
         events: list[dict] = []
@@ -202,17 +186,10 @@ def test_chromium_runs_the_guides_browser_code_and_hears_the_translation(keyed_s
     secret = _secret(keyed_server)
     # Chromium plays the file in a loop: a long silence after the talk keeps a second
     # round out of what the test reads
-    wav = _wav(tmp_path, lead_s=0.5, tail_s=60.0)
+    wav = talk_wav(tmp_path, SENTENCES, lead_s=0.5, tail_s=60.0)
     with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run",
-                  "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-                  f"--use-file-for-fake-audio-capture={wav}",
-                  "--autoplay-policy=no-user-gesture-required",
-                  # host candidates as addresses, not mDNS names, on loopback
-                  "--disable-features=WebRtcHideLocalIpsWithMdns"])
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=chromium_args(microphone=wav, webrtc=True))
         page = browser.new_page()
         page.goto(keyed_server.url + "/health")
         assert page.evaluate(BROWSER_CALL, [secret, keyed_server.url + CALLS]) == "ok"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-import wave
 from pathlib import Path
 
 import httpx
@@ -16,7 +15,7 @@ import pytest
 import websockets
 
 from tests.conftest import LiveServer
-from tests.speech import SENTENCES, needs_espeak, talk, wer
+from tests.speech import SENTENCES, needs_espeak, talk_wav, wer
 from tests.whip_offers import Transport, m_lines, obs_offer, without_section
 
 aiortc = pytest.importorskip("aiortc", reason="aiortc (livetrans[speech]) is not installed")
@@ -24,14 +23,7 @@ WAIT_S = 300  # a bound against hanging, never a latency
 
 
 def _wav(tmp_path: Path, sentences: list[str]) -> Path:
-    samples, rate = talk(tmp_path, sentences)
-    path = tmp_path / "talk.wav"
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(samples.astype("<i2").tobytes())
-    return path
+    return talk_wav(tmp_path, sentences)
 
 
 async def _offer(pc, track=None) -> str:  # noqa: ANN001

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.live.whip import OfferError, check_offer
+from app.live.peer import OfferError, check_offer
 from app.live.whip_sdp import (
     Description,
     Section,
