@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import logging
 import os
 import re
 import sys
@@ -21,6 +22,7 @@ from app.engine.cpu_threads import POLICIES, configure_omp_wait
 from app.logs import configure_logging
 from app.model_files import ModelFileError, resolve_model_path
 from app.settings import ModelSettings, ServerSettings, Settings, SettingsError, load_settings
+from app.startup_log import listen_url
 from app.usage import (
     EXIT_USAGE,
     PlainHelp,
@@ -84,6 +86,9 @@ def _serve(args: argparse.Namespace) -> int:
     configure_logging(settings.log_level, settings.log_format)
     check_listen_address(settings.host, settings.port)
     check_room_store(settings.room_bus, settings.data_dir)
+    # the checks passed (a failure above is one line and nothing else): say at once what
+    # is started, as loading takes from seconds to minutes
+    logging.getLogger("livetrans.startup").info("%s", starting_line(settings))
     from app.server import create_app
 
     failures: list[str] = []
@@ -107,12 +112,26 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def starting_line(settings: Settings) -> str:
+    """``starting livetrans: model X from FOLDER, ...``: what ``serve`` is about to load
+    and whether it trims the vocabulary (``app.vocab_trim.auto``)."""
+    path = resolve_model_path(settings.model)
+    if not settings.langs:
+        trim = "its full vocabulary, any supported language (no --langs)"
+    elif settings.no_trim:
+        trim = f"its full vocabulary (--no-trim), serving {','.join(settings.langs)}"
+    else:
+        trim = (f"trimmed to {','.join(settings.langs)} (--langs; a copy built on the first "
+                "start, reused after)")
+    return (f"starting livetrans {_version()}: model {path.name} from {path.parent}, {trim}; "
+            f"it serves {listen_url(settings.host, settings.port)} once the model is loaded: "
+            "wait for the 'ready:' line")
+
+
 def _check_model_loads(model: str | None, prompt_format: str | None = None) -> None:
     """The file exists, is GGUF, llama.cpp reads its header and vocabulary (no weights:
     a fraction of a second), and its chat template can carry the prompt, so a broken file
     is refused before the server starts."""
-    import logging
-
     from app.loader import load_vocab, prompt_format_of
 
     path = resolve_model_path(model)
@@ -186,7 +205,16 @@ def _graceful_server_class():
     import uvicorn
 
     class _GracefulServer(uvicorn.Server):
-        """On SIGTERM/SIGINT: stop accepting work, let live sessions flush their finals."""
+        """On SIGTERM/SIGINT: stop accepting work, let live sessions flush their finals.
+        Once listening, it tells the app's ready line where (``app.startup_log``)."""
+
+        async def startup(self, sockets=None) -> None:  # noqa: ANN001 - uvicorn's signature
+            await super().startup(sockets=sockets)
+            ready_line = getattr(self.config.app.state, "ready_line", None)
+            if self.started and ready_line is not None and self.servers:
+                host, port = self.servers[0].sockets[0].getsockname()[:2]
+                scheme = "https" if self.config.ssl else "http"
+                ready_line.listening(listen_url(self.config.host or host, port, scheme))
 
         def handle_exit(self, sig, frame) -> None:  # noqa: ANN001 - uvicorn's signature
             # uvicorn closes open WebSockets (1012) as soon as it starts shutting down, so

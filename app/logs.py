@@ -50,6 +50,16 @@ class WebSocketLinesFilter(logging.Filter):
         return record.msg not in _WEBSOCKET_LINES
 
 
+class RunningLineFilter(logging.Filter):
+    """Drops uvicorn's "Uvicorn running on ..." line: it comes while the model still loads,
+    so a user would take it for the start of service. ``serve`` logs where it listens
+    instead, and its ``ready: serving ...`` line when requests are served
+    (``app.startup_log``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Uvicorn running on")
+
+
 def configure_logging(level: str, fmt: str = "text") -> None:
     """Root logging for ``livetrans serve`` (uvicorn's loggers propagate to it)."""
     handler = logging.StreamHandler()
@@ -65,5 +75,6 @@ def configure_logging(level: str, fmt: str = "text") -> None:
         logger.handlers.clear()
         logger.propagate = True
     uvicorn_error = logging.getLogger("uvicorn.error")
-    if not any(isinstance(f, WebSocketLinesFilter) for f in uvicorn_error.filters):
-        uvicorn_error.addFilter(WebSocketLinesFilter())
+    for kind in (WebSocketLinesFilter, RunningLineFilter):
+        if not any(isinstance(f, kind) for f in uvicorn_error.filters):
+            uvicorn_error.addFilter(kind())

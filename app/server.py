@@ -1,7 +1,10 @@
 """The FastAPI application: wiring, model loading, auth, request logging.
 
 The model loads in a background thread after the server starts listening, so ``/health``
-can answer 503 "loading" (and orchestrators can wait) instead of the port being closed.
+can answer 503 "loading" (and orchestrators can wait) instead of the port being closed; every
+model-backed route answers 503 with Retry-After meanwhile. Each long start-up step is logged
+as it begins and while it lasts, and one ``ready: serving ...`` line says when requests are
+served (``app.startup_log``).
 
 Middleware, outermost first: the request id (``X-Request-ID``: a well-formed client id is
 kept, anything else replaced), auth + request log + metrics (every answer, 401 and 413
@@ -40,20 +43,33 @@ from app.engine.worker import EngineWorker, client_identity
 from app.loader import load_model
 from app.model_files import DEFAULT_MODEL_ID, model_id_for, resolve_model_path
 from app.settings import Settings
+from app.startup_log import ReadyLine, describe_served, progress
 from app.translation.llama_backend import LlamaRunner
+from app.translation.prompts import LANGUAGE_NAMES
 from app.translation.sessions import SessionStore
 from app.translation.translator import Translator
 from app.vocab_trim.auto import AutoTrim, served_model
 
 log = logging.getLogger("livetrans.server")
 
-def _load_engine(state: ServerState) -> None:
-    """Load the model and build the worker and translator (runs in a thread)."""
+def _load_engine(state: ServerState) -> str | None:
+    """Load the model and build the worker and translator (runs in a thread); what it
+    serves, for the ready line (None: it failed, ``state.load_error`` says why)."""
     settings = state.settings
     try:
         t0 = time.perf_counter()
-        served = served_model(resolve_model_path(settings.model), auto_trim_request(settings))
-        model = load_model(settings, model=str(served.path))
+        path = resolve_model_path(settings.model)
+        trim = auto_trim_request(settings)
+        if trim is None:
+            served = served_model(path, None)
+        else:
+            # finding the cached copy reads the model's metadata (seconds); building it on
+            # a first start, a minute or more: the progress lines say it is still working
+            with progress(f"preparing {path.name} for --langs {','.join(trim.langs)}"
+                          + ("" if trim.trim else " (--no-trim: its full vocabulary)")):
+                served = served_model(path, trim)
+        with progress(f"loading the model {served.path.name} from {served.path.parent}"):
+            model = load_model(settings, model=str(served.path))
         runtime, fmt = model.runtime, model.prompt_format
         engine = Engine(runtime)
         metrics = state.metrics
@@ -84,11 +100,14 @@ def _load_engine(state: ServerState) -> None:
         log.info("model %s loaded in %.1fs (prompt format: %s, drafters: %s, %d sequences)",
                  model.path.name, time.perf_counter() - t0, fmt.name, chains.describe(),
                  runtime.n_seq)
+        langs = list(settings.langs) if state.langs_given else state.served_langs
+        return describe_served(langs, state.model_id, fmt.name, supported=LANGUAGE_NAMES)
     except Exception as exc:  # noqa: BLE001 - reported through /health and on_load_error
         log.debug("model failed to load", exc_info=True)
         state.load_error = "model failed to load: " + (" ".join(str(exc).split())
                                                        or type(exc).__name__)
         log.error("%s", state.load_error)
+        return None
 
 
 def auto_trim_request(settings: Settings) -> AutoTrim | None:
@@ -160,10 +179,15 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         auth=Auth.from_settings(settings),
     )
 
+    # ``serve`` tells it where it listens (app.cli); the loader, what the model serves
+    ready_line = ReadyLine()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         def load() -> None:
-            _load_engine(state)
+            served = _load_engine(state)
+            if served is not None:
+                ready_line.loaded(served)
             if state.load_error and on_load_error is not None:
                 on_load_error(state.load_error)
             # what start-up made lives as long as the server: out of the collector's
@@ -189,6 +213,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
     install_log_redaction()
     app = FastAPI(title="livetrans", version="0.1.0", lifespan=lifespan)
     app.state.livetrans = state
+    app.state.ready_line = ready_line
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(CORSMiddleware, **cors_options(settings))

@@ -1,4 +1,9 @@
-"""``GET /v1/models``, ``GET /health`` and ``GET /metrics``."""
+"""``GET /v1/models``, ``GET /health`` and ``GET /metrics``.
+
+``/v1/models`` agrees with ``/health``: while the model loads (or the server shuts down, or
+the engine cannot run) it answers 503 in OpenAI's error shape with Retry-After, as every
+model-backed route does, so a client that lists models before it translates waits too.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +19,13 @@ from app.api.state import ServerState, get_state
 
 router = APIRouter()
 _STARTED = int(time.time())
+RETRY_AFTER_S = 2  # as app.api.state's 503 "not_ready"
 
 
 @router.get("/v1/models")
 async def list_models(request: Request) -> dict:
     state = get_state(request)
+    state.require_ready()
     return ModelList(data=[ModelCard(id=state.model_id, created=_STARTED)]).model_dump()
 
 
@@ -27,6 +34,7 @@ async def get_model(model_id: str, request: Request) -> dict:
     from app.api.errors import APIError
 
     state = get_state(request)
+    state.require_ready()
     if model_id not in state.model_aliases:
         raise APIError(404, f"The model '{model_id}' does not exist.", param="model",
                        code="model_not_found")
@@ -52,7 +60,12 @@ async def health(request: Request) -> JSONResponse:
                     sessions=len(state.sessions))
         if error:
             body["error"] = error
-    return JSONResponse(body, status_code=200 if status == "ok" else 503)
+    if status == "ok":
+        return JSONResponse(body)
+    # a client may retry a server that loads or whose engine stalled; one shutting down
+    # will not come back, and one whose model failed to load needs a person
+    retry = {"Retry-After": str(RETRY_AFTER_S)} if status == "loading" else None
+    return JSONResponse(body, status_code=503, headers=retry)
 
 
 def _engine_error(state: ServerState) -> str | None:
