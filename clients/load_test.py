@@ -164,6 +164,9 @@ async def check_server(base: str, headers: dict[str, str] | None) -> None:
                          "is `livetrans serve` running?") from None
     if r.status_code == 401:
         raise UsageError(f"the server at {base} needs an API key: pass it with --api-key")
+    if r.status_code == 503 and "not_ready" in r.text:
+        raise UsageError(f"the server at {base} is still loading its model: wait for its "
+                         "'ready:' line")
     if r.status_code != 200:
         raise UsageError(f"{base}/v1/models answered {r.status_code}: is --server a livetrans "
                          "server?")
