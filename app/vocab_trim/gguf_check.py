@@ -30,7 +30,8 @@ import mmap
 import stat
 import struct
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,6 +125,30 @@ class _Cursor:
 def check_gguf_file(path: Path) -> list[TensorInfo]:
     """Walk ``path``'s header (module docstring); ``UnreadableGGUFError`` at the first
     problem. The tensors' places, for a caller that wants them."""
+    with _header(path) as cur:
+        return _check(cur)
+
+
+def string_key(path: Path, wanted: str) -> str | None:
+    """The value of one string key of ``path``'s metadata (None: absent, or no string),
+    read by walking the keys as ``check_gguf_file`` does: a fraction of a second, where
+    ``GGUFReader`` takes seconds on a large vocabulary (``serve --langs`` asks this of the
+    model on every start). ``UnreadableGGUFError`` for a damaged header."""
+    with _header(path) as cur:
+        n_kv = _counts(cur)[1]
+        for i in range(n_kv):
+            key = cur.text(lambda i=i: f"the name of key {i}")
+            vtype = cur.uint(4, lambda key=key: f"the type of key '{key}'")
+            if key == wanted:
+                return cur.text(lambda key=key: f"key '{key}'") if vtype == STRING else None
+            _value(cur, vtype, lambda key=key: f"key '{key}'")
+    return None
+
+
+@contextmanager
+def _header(path: Path) -> Iterator[_Cursor]:
+    """A cursor at the start of ``path`` once it is a regular file with a GGUF magic and
+    a whole header."""
     if not stat.S_ISREG(path.stat().st_mode):
         raise UnreadableGGUFError(f"{path} is not a regular file")
     with path.open("rb") as f:
@@ -136,7 +161,7 @@ def check_gguf_file(path: Path) -> list[TensorInfo]:
             raise damaged(f"it is {len(head)} bytes, shorter than a GGUF header "
                           f"({HEADER_BYTES} bytes)")
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            return _check(_Cursor(buf, len(buf), _byte_order(buf)))
+            yield _Cursor(buf, len(buf), _byte_order(buf))
 
 
 def _not_gguf() -> UnreadableGGUFError:
@@ -153,7 +178,8 @@ def _byte_order(buf: mmap.mmap) -> str:
     return native
 
 
-def _check(cur: _Cursor) -> list[TensorInfo]:
+def _counts(cur: _Cursor) -> tuple[int, int]:
+    """The magic and version read; the tensor and key counts, checked."""
     cur.take(len(MAGIC), lambda: "the magic")
     version = cur.uint(4, lambda: "the version")
     if version not in READABLE_VERSIONS:
@@ -164,6 +190,11 @@ def _check(cur: _Cursor) -> list[TensorInfo]:
     n_kv = cur.uint(8, lambda: "the key count")
     cur.count(n_kv, MIN_KV_BYTES, lambda: "the key count")
     cur.count(n_tensors, MIN_TENSOR_INFO_BYTES, lambda: "the tensor count")
+    return n_tensors, n_kv
+
+
+def _check(cur: _Cursor) -> list[TensorInfo]:
+    n_tensors, n_kv = _counts(cur)
     alignment = _check_keys(cur, n_kv)
     tensors = [_tensor_info(cur, i) for i in range(n_tensors)]
     _check_tensor_names(tensors)
