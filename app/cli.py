@@ -117,12 +117,12 @@ def starting_line(settings: Settings) -> str:
     and whether it trims the vocabulary (``app.vocab_trim.auto``)."""
     path = resolve_model_path(settings.model)
     if not settings.langs:
-        trim = "its full vocabulary, any supported language (no --langs)"
+        trim = "served as it is (no --langs)"
     elif settings.no_trim:
         trim = f"its full vocabulary (--no-trim), serving {','.join(settings.langs)}"
     else:
-        trim = (f"trimmed to {','.join(settings.langs)} (--langs; a copy built on the first "
-                "start, reused after)")
+        trim = (f"trimmed to {','.join(settings.langs)} (--langs: a copy made on the first "
+                "start and reused after)")
     return (f"starting livetrans {_version()}: model {path.name} from {path.parent}, {trim}; "
             f"it serves {listen_url(settings.host, settings.port)} once the model is loaded: "
             "wait for the 'ready:' line")
