@@ -283,10 +283,13 @@ def test_operator_page_with_an_api_key(keyed_server, chromium, data_dir, tmp_pat
     assert transcript.ok, transcript.text()
     assert [x["text"] for x in transcript.json()["lines"]] == [operator_final]
 
-    # the talk is over: its token admits to no later talk in the room (another tenant's)
+    # the talk is over: its token admits to no later talk in the room (another tenant's);
+    # the screen shows the ended talk's last lines (its transcript still admits the token)
     viewer = context.new_page()
     viewer.goto(href)
-    viewer.wait_for_selector('body[data-state="refused"]', timeout=WAIT_MS)
+    viewer.wait_for_selector('body[data-ended="1"] #ended:not([hidden])', timeout=WAIT_MS)
+    assert "that talk only" in viewer.inner_text("#ended-next")
+    assert viewer.inner_text('#finals [data-final="1"]') == operator_final
     page.click("#replay")
     page.wait_for_function(
         f"(document.querySelector('#viewers a[data-lang=\"de\"]') || {{}}).href "
