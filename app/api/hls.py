@@ -1,8 +1,11 @@
-"""HLS subtitle renditions of a room's talk (docs/captions-out-hls.md): a live WebVTT media
-playlist per language, for a player beside the organiser's own video stream.
+"""HLS renditions of a room's talk (docs/captions-out-hls.md): a live WebVTT media playlist
+per language, for a player beside the organiser's own video stream, and the room's
+interpreter voice per language as an audio media playlist (docs/room-voice.md).
 
     GET /v1/rooms/{room}/hls/{lang}.m3u8[?token=VIEWER_TOKEN][&offset=SECONDS]
     GET /v1/rooms/{room}/hls/{lang}/{talk}/{index}.vtt[?token=...][&offset=...]
+    GET /v1/rooms/{room}/voice/{lang}.m3u8[?token=...][&offset=...]
+    GET /v1/rooms/{room}/voice/{lang}/{talk}/{index}.aac[?token=...][&offset=...]
 
 The playlist is the room's newest talk (with a viewer token: the newest talk the token
 admits to); its segment URIs are relative and name the talk, so a player keeps the talk it
@@ -27,6 +30,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Awaitable
+from dataclasses import replace
+from typing import TypeVar
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request, Response
@@ -51,8 +57,12 @@ from app.rooms.hls_source import (
     TalkView,
 )
 from app.rooms.transcripts.store import TalkRecord, retention_seconds
+from app.rooms.voice.playlist import MEDIA_TYPE_SEGMENT as MEDIA_TYPE_AUDIO
+from app.rooms.voice.playlist import id3_timestamp
+from app.rooms.voice.playlist import render_playlist as render_voice_playlist
 
 router = APIRouter()
+T = TypeVar("T")
 
 PLAYLIST_PATH = "/v1/rooms/{room}/hls/{lang}.m3u8"
 SEGMENT_PATH = "/v1/rooms/{room}/hls/{lang}/{talk}/{index}.vtt"
@@ -226,3 +236,107 @@ def _no_segment(room: str, talk: str, index: str) -> APIError:
     return APIError(404, f"Room '{room}' has no segment '{safe_echo(index, 12)}' of talk "
                     f"'{safe_echo(talk, 32)}' (not published yet, or past the talk's end).",
                     param="index", code="segment_not_found")
+
+
+# -- the room's voice: HLS audio renditions (app.rooms.voice) ----------------------------
+
+VOICE_PLAYLIST_PATH = "/v1/rooms/{room}/voice/{lang}.m3u8"
+VOICE_SEGMENT_PATH = "/v1/rooms/{room}/voice/{lang}/{talk}/{index}.aac"
+
+
+async def _voice_call(op: Awaitable[T]) -> T:
+    """A room voice store operation; Redis away is a 503 the player retries."""
+    from app.rooms.voice.redis_segments import VoiceStoreUnavailable
+
+    try:
+        return await op
+    except VoiceStoreUnavailable:
+        raise _unavailable("room bus") from None
+
+
+@router.get(
+    VOICE_PLAYLIST_PATH, summary="A room's interpreter voice as an HLS audio media playlist",
+    response_class=Response,
+    responses={200: {"description": "the media playlist",
+                     "content": {MEDIA_TYPE_PLAYLIST: {}}}},
+)
+async def voice_playlist(
+    request: Request,
+    room: str,
+    lang: str,
+    token: str | None = Query(None, description="the talk's viewer token (with API keys)"),
+    offset: str | None = Query(None, description="the video's presentation time (seconds) "
+                               "at the talk's start; default serve --hls-offset-s"),
+) -> Response:
+    lang = check_room_and_lang(room, lang)
+    offset_s = _offset(request, offset)
+    access = await room_access(request, room, token)
+    operator = access.any_talk
+    if not operator and not token:
+        raise no_viewer_access("this room's voice")
+    source = _source(request)
+    state = _state(request)
+    try:
+        records, running = await source.talks(room)
+    except HlsUnavailable as exc:
+        raise _unavailable(exc.what) from None
+    if operator:
+        record = records[-1] if records else None
+    else:
+        record = next((r for r in reversed(records)
+                       if state.rooms.token_ok_for_talk(room, r.talk_id, token)), None)
+        if record is None:
+            raise no_viewer_access("this room's voice")
+    if record is None:
+        raise APIError(404, f"Room '{room}' has no talk.", param="room", code="invalid_room")
+    _lang_in_talk(record, lang)
+    track = await _voice_call(state.voice_segments().index(room, record.talk_id, lang))
+    if track is None:
+        raise APIError(404, f"Room '{room}' has no voice in '{lang}' (its speaker's start "
+                       "names the room's voices: \"voices\").", param="lang",
+                       code="voice_not_in_room")
+    if running != record.talk_id and not track.ended:  # its replica stopped without an end
+        track = replace(track, ended=True)
+    query = _query(token, offset, offset_s, access.room_token)
+    settings = state.settings
+    body = render_voice_playlist(track, settings.hls_segment_s, settings.hls_window_s,
+                                 lambda i: f"{lang}/{record.talk_id}/{i}.aac{query}")
+    return Response(content=body, media_type=MEDIA_TYPE_PLAYLIST, headers={
+        "Cache-Control": "max-age=10" if track.ended else "no-cache",
+        "X-Content-Type-Options": "nosniff",
+        "X-Livetrans-Talk": record.talk_id,
+    })
+
+
+@router.get(
+    VOICE_SEGMENT_PATH, summary="One AAC segment of a room's HLS interpreter voice",
+    response_class=Response,
+    responses={200: {"description": "ADTS AAC with its ID3 timestamp",
+                     "content": {MEDIA_TYPE_AUDIO: {}}}},
+)
+async def voice_segment(
+    request: Request,
+    room: str,
+    lang: str,
+    talk: str,
+    index: str,
+    token: str | None = Query(None, description="the talk's viewer token (with API keys)"),
+    offset: str | None = Query(None, description="as on the playlist"),
+) -> Response:
+    lang = check_room_and_lang(room, lang)
+    offset_s = _offset(request, offset)
+    access = await room_access(request, room, token)
+    if not access.any_talk and not (
+            _TALK_ID.fullmatch(talk)
+            and _state(request).rooms.token_ok_for_talk(room, talk, token)):
+        raise no_viewer_access("this room's voice")
+    if not _TALK_ID.fullmatch(talk) or not _INDEX.fullmatch(index):
+        raise _no_segment(room, talk, index)
+    segment = await _voice_call(
+        _state(request).voice_segments().get(room, talk, lang, int(index)))
+    if segment is None:
+        raise _no_segment(room, talk, index)
+    return Response(content=id3_timestamp(offset_s + segment.first_s) + segment.audio,
+                    media_type=MEDIA_TYPE_AUDIO, headers={
+                        "Cache-Control": "max-age=3600",  # a published segment never changes
+                        "X-Content-Type-Options": "nosniff"})

@@ -20,8 +20,9 @@ from app.rooms.bus import RoomBus
 from app.rooms.bus.local import LocalBus
 from app.rooms.registry import RoomRegistry
 from app.rooms.transcripts.recorder import TranscriptRecorder
-from app.rooms.transcripts.store import TranscriptStore
+from app.rooms.transcripts.store import TranscriptStore, retention_seconds
 from app.rooms.viewer_tokens import RoomViewerTokens
+from app.rooms.voice.segments import MemoryVoiceSegments, VoiceSegments
 from app.settings import Settings
 from app.speech.service import SpeechRecognition
 from app.translation.sessions import SessionStore
@@ -67,6 +68,8 @@ class ServerState:
     recorder: TranscriptRecorder | None = None
     # room viewer tokens (printed QR codes); opened at start-up with the store
     viewer_tokens: RoomViewerTokens | None = None
+    # room voices' HLS segments, with the bus they were made for (``voice_segments``)
+    _voice_segments: tuple[object, VoiceSegments] | None = None
 
     def __post_init__(self) -> None:
         metrics = self.metrics
@@ -102,6 +105,7 @@ class ServerState:
             unserved=self.unserved, bus=self.bus, recorder=self.recorder,
             room_tokens=self.viewer_tokens,
             replica=self.replica, flushes=self.push_flushes, voices=self.voices,
+            voice_segments=self.voice_segments(),
             metrics=LiveMetrics(
                 caption_seconds=metrics.caption_seconds.observe,
                 generation=lambda result: metrics.observe_generation(result, route="live"),
@@ -110,6 +114,25 @@ class ServerState:
                 refused_busy=lambda: metrics.admission_refusals.labels("live_busy").inc(),
                 output=metrics.observe_output),
         )
+
+    def voice_segments(self) -> VoiceSegments:
+        """Where room voices' segments live: on the room bus's Redis, so every replica
+        serves them, else in this process (made once per bus)."""
+        client = getattr(self.bus, "binary_redis", None)
+        made = self._voice_segments
+        if made is not None and made[0] is self.bus:
+            return made[1]
+        store: VoiceSegments
+        if client is not None:
+            from app.rooms.voice.redis_segments import RedisVoiceSegments
+
+            store = RedisVoiceSegments(
+                client, getattr(self.bus, "prefix", "livetrans"),
+                retention_seconds(self.settings.transcript_retention_days))
+        else:
+            store = MemoryVoiceSegments()
+        self._voice_segments = (self.bus, store)
+        return store
 
     def begin_shutdown(self) -> None:
         """Stop taking work; live connections flush their finals, say 'done' and close."""

@@ -119,7 +119,9 @@ class LiveConnection:
         self.publisher = CaptionPublisher(ws, self.talk)
         self.fan = FanOut(services, self.publisher, [])  # its languages arrive with 'start'
         # start's "voices": committed text spoken as binary frames (``live_voices``)
-        self.voices = ConnectionVoices(self.publisher, services.voices)
+        self.voices = ConnectionVoices(self.publisher, services.voices,
+                                       services.voice_segments,
+                                       services.settings.hls_segment_s)
         self.sessions: dict[str, Session] = {}  # one per target language, in 'start' order
         self.last_final_segment = -1
         self.stopping = False

@@ -22,6 +22,7 @@ from app.rooms.registry import RoomRegistry
 from app.rooms.talk import Talk
 from app.rooms.transcripts.recorder import TranscriptRecorder
 from app.rooms.viewer_tokens import RoomViewerTokens
+from app.rooms.voice.segments import VoiceSegments
 from app.settings import Settings
 from app.speech.service import SpeechRecognition
 from app.translation.sessions import SessionStore
@@ -77,6 +78,8 @@ class LiveServices:
     voices: VoiceRegistry | None = None
     # ended talks' pushes still delivering: the server's shutdown waits for them
     flushes: PushFlushes = field(default_factory=PushFlushes)
+    # where a room's voices go as HLS audio segments (``app.rooms.voice``); None: nowhere
+    voice_segments: VoiceSegments | None = None
 
     def talk(self, owner: object) -> Talk:
         """A speaker's talk in a room (``app.rooms.talk``), not yet open."""

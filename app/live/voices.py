@@ -8,6 +8,10 @@ audio and JSON frames interleave whole. A binary frame is a 2-byte header (the v
 ``index`` in ``ready``'s ``voices``, then 0) and PCM16 little-endian mono at that voice's
 ``sample_rate``: the PCM starts at an even offset (a browser's ``Int16Array(buf, 2)``).
 
+When the talk is in a room, each voice is also the room's (``app.rooms.voice``): its
+speech is laid on the talk's clock and published as HLS audio segments that every
+replica serves (``GET /v1/rooms/{room}/voice/{lang}.m3u8``), spoken once, here.
+
 A language with no voice on this server is told once (``voice_unavailable``) and its
 captions go on; committed text a voice will not speak (overrun, an engine failure, the
 talk ended first) is told as ``voice_dropped``, never lost silently.
@@ -22,6 +26,8 @@ from typing import Any
 
 from app.live.frames import log_unexpected
 from app.live.publisher import CaptionPublisher, ConnectionGone
+from app.rooms.voice.segments import VoiceSegments
+from app.rooms.voice.track import RoomVoiceTrack, VoiceSegment
 from app.voice.base import VoiceUnavailable
 from app.voice.registry import VoiceRegistry
 from app.voice.stream import VoiceChunk, VoiceLoss, VoiceStream
@@ -43,10 +49,14 @@ def frame_header(index: int) -> bytes:
 class ConnectionVoices:
     """The voices of one connection, from ``start`` until the talk ends."""
 
-    def __init__(self, publisher: CaptionPublisher, registry: VoiceRegistry | None) -> None:
+    def __init__(self, publisher: CaptionPublisher, registry: VoiceRegistry | None,
+                 segments: VoiceSegments | None = None, segment_s: float = 4.0) -> None:
         self.publisher = publisher
         self.registry = registry
+        self.segments = segments  # the room voices' store (None: no room voices)
+        self.segment_s = segment_s
         self.streams: list[VoiceStream] = []
+        self.tracks: dict[int, RoomVoiceTrack] = {}  # per stream index, in a room
         self.tasks: list[asyncio.Task] = []
         self._reports: set[asyncio.Task] = set()
 
@@ -69,14 +79,34 @@ class ConnectionVoices:
                                  catch_up=self.registry.catch_up, on_loss=self._report)
             self.streams.append(stream)
             self.publisher.commit_listeners.append(stream)
+            self._room_track(index, lang)
             info = synth.info
             described.append({"index": index, "lang": lang, "engine": info.engine,
                               "voice": info.voice, "format": "pcm16",
                               "sample_rate": info.sample_rate, "channels": 1})
         return described, missing
 
+    def _room_track(self, index: int, lang: str) -> None:
+        """The room's voice in ``lang``, when the talk is in a room."""
+        talk = self.publisher.talk
+        room = talk.room if talk is not None else None
+        store = self.segments
+        if talk is None or room is None or store is None:
+            return
+        name, talk_id = room.name, str(room.talk_id)
+
+        async def publish(segment: VoiceSegment) -> None:
+            await store.put(name, talk_id, lang, segment)
+
+        async def ended(count: int) -> None:
+            await store.end(name, talk_id, lang, count)
+
+        self.tracks[index] = RoomVoiceTrack(self.segment_s, publish, talk.clock, ended)
+
     def start(self) -> None:
         """Send each voice's audio from now on (after ``ready``: it describes them)."""
+        for track in self.tracks.values():
+            track.start()
         for index, stream in enumerate(self.streams):
             task = asyncio.create_task(self._send(index, stream))
             task.add_done_callback(_settle)
@@ -84,7 +114,10 @@ class ConnectionVoices:
 
     async def _send(self, index: int, stream: VoiceStream) -> None:
         header = frame_header(index)
+        track = self.tracks.get(index)
         async for chunk in stream.chunks():
+            if track is not None:
+                track.add(chunk.pcm, chunk.sample_rate)
             for piece in pieces(chunk):
                 try:
                     await self.publisher.send_bytes(header + piece)
@@ -119,6 +152,11 @@ class ConnectionVoices:
             await stream.close(max(0.0, deadline - loop.time()))
         if self.tasks:
             await asyncio.wait(self.tasks, timeout=max(0.0, deadline - loop.time()))
+        for track in self.tracks.values():  # the room hears the rest, then the end
+            try:
+                await track.finish()
+            except Exception as exc:  # noqa: BLE001 - the room voice's, not the talk's
+                log_unexpected(log, exc, "room voice")
         self.abort()
         if self._reports:
             await asyncio.wait(set(self._reports), timeout=1.0)
@@ -127,6 +165,8 @@ class ConnectionVoices:
         """The connection is gone (or out of time): stop every voice now."""
         for stream in self.streams:
             stream.abort()
+        for track in self.tracks.values():
+            track.abort()
         for task in self.tasks:
             if not task.done():
                 task.cancel()

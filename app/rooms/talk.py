@@ -82,6 +82,11 @@ class Talk:
                                                 langs=tuple(langs)))
         return room
 
+    def clock(self) -> float:
+        """Seconds since the talk started (its transcript's and its HLS renditions'
+        clock)."""
+        return time.monotonic() - self._t0
+
     def _lost(self) -> None:
         if self.on_lost is not None:
             self.on_lost()

@@ -37,6 +37,8 @@ METRICS_PATH = "/metrics"
 OPEN_PATTERNS = (re.compile(r"/v1/rooms/[^/]+/transcript"),
                  # ... and so do a room's HLS subtitle renditions (app.api.hls)
                  re.compile(r"/v1/rooms/[^/]+/hls/[^/]+(?:\.m3u8|/[^/]+/[^/]+\.vtt)"),
+                 # ... and its voice's HLS audio renditions (app.api.hls)
+                 re.compile(r"/v1/rooms/[^/]+/voice/[^/]+(?:\.m3u8|/[^/]+/[^/]+\.aac)"),
                  # ... and so does a room's QR code (app.api.qr)
                  re.compile(r"/v1/rooms/[^/]+/qr"),
                  # ... and a realtime WebRTC call: an API key or a client secret

@@ -11,6 +11,7 @@ from app.rooms.bus.base import RoomListener, TalkInfo
 class LocalBus:
     shared = False
     redis = None  # no Redis: transcripts go to SQLite
+    binary_redis = None  # ... and room voices stay in this process
 
     async def start(self, listener: RoomListener) -> None:
         return None

@@ -185,6 +185,7 @@ class RedisBus:
         self.instance = f"{replica}#{secrets.token_hex(4)}"
         self.lease_ms = int(lease_s * 1000)
         self.client = connect(url, max_connections=MAX_CONNECTIONS)
+        self._binary_client: aioredis.Redis | None = None  # ``binary_redis``
         self._lease_client = connect(url, max_connections=2)  # renewals never queue
         self._read_client = connect(url, max_connections=2,  # XREAD BLOCK holds one
                                     extra_timeout=READ_BLOCK_MS / 1000)
@@ -214,6 +215,15 @@ class RedisBus:
     def redis(self) -> aioredis.Redis:
         """The bus's main client: the transcript store shares it (the bus closes it)."""
         return self.client
+
+    @property
+    def binary_redis(self) -> aioredis.Redis:
+        """A client that hands bytes back as they are (the room voice's audio segments,
+        ``app.rooms.voice.redis_segments``), made at first use; the bus closes it."""
+        if self._binary_client is None:
+            self._binary_client = connect(self.url, max_connections=MAX_CONNECTIONS,
+                                          decode=False)
+        return self._binary_client
 
     # -- keys ----------------------------------------------------------------------------
     def _owner(self, room: str) -> str:
@@ -261,7 +271,10 @@ class RedisBus:
             log.error("room bus: %d writes not made at shutdown (Redis away)",
                       len(self.outbox))
         await self.supervisor.stop()
-        for client in (self.client, self._lease_client, self._read_client):
+        for client in (self.client, self._lease_client, self._read_client,
+                       self._binary_client):
+            if client is None:
+                continue
             with contextlib.suppress(Exception):
                 await client.aclose()
 
