@@ -7,7 +7,7 @@ and ``app.api.hls`` serves what this module writes.
 **One clock.** A cue is a transcript line (``app.rooms.transcripts``) timed by the rule
 the transcript download uses (``formats.cue_times``: from the segment's first caption, in
 seconds from the talk's start, shown at least as long as its text takes to read, cut at
-the next cue's start). Segment ``i``
+the next cue's start; see below for where the segments' times differ). Segment ``i``
 covers talk seconds ``[i*D, (i+1)*D)`` (``D``: ``serve --hls-segment-s``). Every segment
 starts with ``X-TIMESTAMP-MAP`` mapping the talk's second 0 onto the video's presentation
 clock (90 kHz MPEG-TS ticks): ``offset`` seconds (``serve --hls-offset-s``, or ``offset=``
@@ -27,15 +27,18 @@ a few seconds after its cue starts, and a player never fetches a segment twice. 
 
 A cue whose final came later than the hold is missing from the segments published before
 it was known and is in every later segment it overlaps, the one where it ends at least.
-**Cue times once published never change** either (a player keeps the first copy of a cue,
-and hls.js tells copies apart by their times). A cue is timed by the transcript's rule
-(``formats.cue_times``) among the cues known when the first segment holding it is
-published (``HlsTiming.as_published``); so a cue published before the next cue's final was
-known keeps the length its text needs, and the next cue then starts when it ends, not at
-its first caption (the transcript download, timed with every final known, cuts the first
-one there instead). Only then do the segments' times differ from the download's: when a
-final came later than the hold. Every cue still ends at or after its final, so it is in
-the segment where its final became known, or a later one.
+**Cue times once published never change** either (a cue repeated in several segments
+must be the same cue for a player to drop the repeat, and a shorter copy would not take
+back the longer one already shown). A cue is timed by the transcript's rule among the cues
+known when the first segment holding it is published (``HlsTiming.as_published``). So a
+cue published before the next cue's final was known keeps the length its text needs, and
+the next cue starts when it ends rather than at its first caption; the transcript
+download, timed with every final known, cuts the first cue at the next one's start
+instead. That is the one way the segments' times differ from the download's, and it
+happens whenever a cue's reading time reaches past what was known at its publication
+(short segments make it more frequent). Every cue still ends at or after its final, so it
+is in the segment where its final became known, or a later one.
+
 The content of a segment is therefore a function of the store alone: every replica, every
 request, live or after the talk, writes the same bytes. (Unless a final reaches the store
 later than ``SETTLE_S`` after it was made: while the store is away the recorder keeps
