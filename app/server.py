@@ -52,6 +52,19 @@ from app.vocab_trim.auto import AutoTrim, served_model
 
 log = logging.getLogger("livetrans.server")
 
+def _warm_voices(state: ServerState) -> None:
+    """Load the voices a talk will ask for, on the voices' thread (a Piper or Kokoro model
+    takes seconds at its first phrase): those named by ``--voice``, and with ``--langs``
+    every served language's. Nothing waits for it."""
+    from app.voice.registry import parse_voice_entries
+
+    langs = list(parse_voice_entries(state.settings.voices))
+    if state.langs_given and state.served_langs:
+        langs += sorted(set(state.served_langs) - set(langs))
+    if langs and state.settings.voice_engine != "none":
+        state.voices.warm(langs)
+
+
 def _load_engine(state: ServerState) -> str | None:
     """Load the model and build the worker and translator (runs in a thread); what it
     serves, for the ready line (None: it failed, ``state.load_error`` says why)."""
@@ -188,6 +201,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
             served = _load_engine(state)
             if served is not None:
                 ready_line.loaded(served)
+                _warm_voices(state)
             if state.load_error and on_load_error is not None:
                 on_load_error(state.load_error)
             # what start-up made lives as long as the server: out of the collector's

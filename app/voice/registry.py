@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
 
@@ -39,6 +39,10 @@ def parse_voice_entries(entries: list[str]) -> dict[str, Path]:
         lang, _, path = entry.partition("=")
         voices[lang] = Path(path).expanduser()
     return voices
+
+
+# what a voice says once when warmed (never heard: nobody listens yet)
+WARM_TEXT = {"ja": "はい。", "zh": "好。", "de": "Gut.", "fr": "Bien.", "es": "Bien."}
 
 
 class VoiceRegistry:
@@ -98,6 +102,28 @@ class VoiceRegistry:
         if engine != "none" and espeak.has_voice(lang):
             out.append(lambda: espeak.EspeakSynthesizer(lang))
         return out
+
+    def warm(self, langs: list[str]) -> Future[list[str]]:
+        """Build and load ``langs``' voices on the voices' threads, each speaking one word
+        once (a Piper or Kokoro model loads on its first phrase: seconds, which the first
+        listener would otherwise wait); the languages warmed. Languages nothing speaks are
+        skipped here and told to their sessions as ever."""
+        def run() -> list[str]:
+            warmed = []
+            for lang in langs:
+                try:
+                    voice = self.resolve(lang)
+                    voice.synthesize(WARM_TEXT.get(lang, "OK."))
+                except (VoiceUnavailable, SynthesisError) as exc:
+                    log.info("voice for %s not warmed: %s", lang, type(exc).__name__)
+                    continue
+                except Exception:  # noqa: BLE001 - an engine's bug: its sessions will say
+                    log.exception("voice for %s: warming failed", lang)
+                    continue
+                warmed.append(lang)
+            return warmed
+
+        return self.executor.submit(run)
 
     def stream(self, lang: str, on_loss: Callable[[VoiceLoss], None] | None = None,
                ) -> VoiceStream:

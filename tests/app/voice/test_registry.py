@@ -91,3 +91,15 @@ def test_espeak_ng_missing_means_no_fallback(monkeypatch: pytest.MonkeyPatch) ->
         monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(VoiceUnavailable):
         VoiceRegistry(engine="espeak-ng").resolve("de")
+
+
+@needs_joe
+def test_warming_loads_the_voices_before_the_first_listener() -> None:
+    """``warm`` builds each language's voice and loads its model off the event loop, so
+    the first phrase of the first session is not a model load; a language nothing speaks
+    is skipped, not an error."""
+    registry = VoiceRegistry(engine="auto")
+    assert registry.warm(["en", "xx"]).result(timeout=120) == ["en"]
+    voice = registry.resolve("en")
+    assert voice._voice is not None  # Piper's model is loaded
+    registry.close()
