@@ -444,7 +444,7 @@ async def _session(ws, args: argparse.Namespace, utterances: list[dict] | None, 
             elif audio is not None and audio.recognizer is None:
                 interrupted = asyncio.Event()
                 undo = _interrupt_on_sigint(interrupted) if audio.live else (lambda: None)
-                stats.speech_ends = SpeechEnds()
+                stats.speech_ends = SpeechEnds(rate=RATE)
                 try:
                     await _send_speech(ws, audio, audio_speed(args), interrupted,
                                        stats.speech_ends)
