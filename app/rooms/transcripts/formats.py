@@ -170,7 +170,7 @@ def to_srt(lines: list[TranscriptLine]) -> str:
 
 
 def to_txt(lines: list[TranscriptLine]) -> str:
-    texts = [caption_text(line.text) for line in lines if caption_text(line.text)]
+    texts = [text for text in (caption_text(line.text) for line in lines) if text]
     return "\n".join(texts) + "\n" if texts else ""
 
 
