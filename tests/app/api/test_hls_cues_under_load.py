@@ -1,9 +1,10 @@
 """HLS cues under load, on a real server (the real model): three speakers talk at once in
-three rooms, each sending its sentences fast (a final every 0.3 s, faster than a 270M
-model translates three streams on a small machine), while a player polls one room's live
-playlist. Every published segment, live and after the talk, holds cues that last at least
-the floor, as long as their text needs unless the next cue starts, and never overlap; a
-cue repeated in several segments has the same times in each; every final is a cue.
+three rooms, each sending a final every 0.3 s (on a 2-core machine each German final then
+comes with its segment's first caption, and in bursts: the case of a sentence flashed for
+0.5 s), while a player polls one room's live playlist. Every published segment, live and
+after the talk, holds cues that last at least the floor, as long as their text needs
+unless the next cue starts, and never overlap; a cue repeated in several segments has the
+same times in each; every final is a cue.
 
 Waits are bounds against hanging, never latency assertions.
 """
