@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 from app.server import create_app
 from app.settings import Settings
 from app.startup_log import ReadyLine, describe_served, listen_url, progress
-from tests.app.test_cli import LIVETRANS
-from tests.conftest import free_port
+from tests.app.test_cli import LIVETRANS, _one_line_error
+from tests.conftest import SAMPLES, free_port
 
 LOOPBACK = "http://127.0.0.1"
 
@@ -139,3 +139,31 @@ def test_serve_says_what_it_does_and_exactly_once_when_it_is_ready(tmp_path) -> 
     assert f"ready: serving http://127.0.0.1:{port} (languages en,de, model " in ready[0]
     assert ", prompt format " in ready[0]
     assert answers_before_ready and set(answers_before_ready) == {503}, answers_before_ready
+
+
+def test_load_test_says_a_loading_server_is_loading(tmp_path) -> None:
+    """``livetrans load-test`` against a server whose model is loading: one line that says
+    so (not "is --server a livetrans server?"), exit code 2. The app runs without its
+    lifespan, so its model never loads."""
+    import time
+
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(Settings()), host="127.0.0.1",
+                                           port=port, lifespan="off", log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc = subprocess.run(
+            [LIVETRANS, "load-test", "--server", f"http://127.0.0.1:{port}", "--asr-file",
+             str(SAMPLES / "asr_sample_en.jsonl")], capture_output=True, text=True,
+            timeout=120, env={k: v for k, v in os.environ.items()
+                              if not k.startswith("LIVETRANS_")})
+    finally:
+        server.should_exit = True
+        thread.join(30)
+    _one_line_error(proc, "is still loading its model", "'ready:' line")
