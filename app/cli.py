@@ -427,7 +427,9 @@ SERVE_HELP = """\
 Start the OpenAI-compatible translation server (default: the bundled Gemma 3 270M model
 on http://127.0.0.1:8000). Every option below is also an environment variable
 (LIVETRANS_<NAME>). A model file that is missing or no GGUF, a busy port or a bad option
-is one line on stderr and exit code 2, before anything is served.
+is one line on stderr and exit code 2, before anything is served. The port opens while the
+model loads (every request answers 503 'loading' meanwhile): requests are served from the
+log line 'ready: serving http://HOST:PORT (...)' on, and GET /health answers 200.
 """
 
 

@@ -50,14 +50,18 @@ class WebSocketLinesFilter(logging.Filter):
         return record.msg not in _WEBSOCKET_LINES
 
 
+# uvicorn's lines that read as "ready" while the model still loads
+_READY_LOOKING_LINES = ("Uvicorn running on", "Application startup complete.")
+
+
 class RunningLineFilter(logging.Filter):
-    """Drops uvicorn's "Uvicorn running on ..." line: it comes while the model still loads,
-    so a user would take it for the start of service. ``serve`` logs where it listens
-    instead, and its ``ready: serving ...`` line when requests are served
-    (``app.startup_log``)."""
+    """Drops uvicorn's "Uvicorn running on ..." and "Application startup complete." lines:
+    they come while the model still loads, so a user would take them for the start of
+    service. ``serve`` logs where it listens instead, and its ``ready: serving ...`` line
+    when requests are served (``app.startup_log``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Uvicorn running on")
+        return not str(record.msg).startswith(_READY_LOOKING_LINES)
 
 
 def configure_logging(level: str, fmt: str = "text") -> None:

@@ -130,7 +130,7 @@ def test_serve_says_what_it_does_and_exactly_once_when_it_is_ready(tmp_path) -> 
     text = "\n".join(lines)
     assert "starting livetrans" in lines[0] and "gemma-3-270m" in lines[0], lines[0]
     assert "--no-trim" in lines[0]
-    assert "Uvicorn running on" not in text
+    assert "Uvicorn running on" not in text and "Application startup complete" not in text
     order = [next(i for i, line in enumerate(lines) if marker in line) for marker in (
         "starting livetrans", "preparing gemma-3-270m", "loading the model", "ready: serving")]
     assert order == sorted(order), text
