@@ -36,6 +36,13 @@ def test_models_routes_answer_503_like_health_while_loading() -> None:
     assert health.headers["retry-after"] == "2"
 
 
+def test_the_live_socket_refuses_while_loading_too() -> None:
+    client = TestClient(create_app(Settings()), base_url=LOOPBACK)  # no lifespan: no model
+    with client.websocket_connect("ws://127.0.0.1/v1/live") as ws:
+        frame = ws.receive_json()
+    assert frame["type"] == "error" and frame["code"] == "not_ready"
+
+
 def test_a_failed_load_is_not_worth_a_retry_on_health() -> None:
     app = create_app(Settings())
     app.state.livetrans.load_error = "model failed to load: bad file"
