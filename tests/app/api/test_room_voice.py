@@ -3,7 +3,9 @@
 a speaker talks German on replica a with an English voice (Piper's joe) for the room;
 replica b, which holds no speaker, serves the voice's playlist live and after the talk;
 ffmpeg (Debian's) reads it to the end, and Whisper hears in it the room's English
-captions. Then the requests the routes refuse, each with one clear 4xx.
+captions. hls.js (npm, ``make web-deps``) in headless Chromium picks the German voice
+from an organiser's master playlist and plays it (its clock runs, Web Audio hears it).
+Then the requests the routes refuse, each with one clear 4xx.
 
 Skipped where ffmpeg, espeak-ng or Piper's packaged voice is missing. Waits are bounds
 against hanging, never latency assertions.
@@ -11,12 +13,15 @@ against hanging, never latency assertions.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import m3u8
@@ -24,11 +29,15 @@ import numpy as np
 import pytest
 
 from app.voice import espeak, piper
+from eval.local_server import free_port
+from tests.browser import CHROMIUM, chromium_args
 from tests.conftest import LiveServer
 from tests.redis_server import redis_server
 from tests.speech import wer
 
 FFMPEG = shutil.which("ffmpeg")
+HLS_JS = Path(__file__).resolve().parents[2] / "web" / "node_modules" / "hls.js" / "dist" / \
+    "hls.min.js"
 KEY = "voice-test-key"
 SEGMENT_S = 2
 LIMIT_S = 300
@@ -47,19 +56,28 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer,
-                                                                         LiveServer]]:
+def page_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory: pytest.TempPathFactory,
+             page_port: int) -> Iterator[tuple[LiveServer, LiveServer]]:
+    """Replicas a and b on one Redis bus; the test page's origin may read them (CORS)."""
     work = tmp_path_factory.mktemp("voice-redis")
     with redis_server(work) as redis:
         common = {"room_bus": redis.url, "api_keys": [KEY], "hls_segment_s": SEGMENT_S,
-                  "hls_window_s": 8, "max_source_chars": 2000}
+                  "hls_window_s": 8, "max_source_chars": 2000,
+                  "cors_origins": [f"http://127.0.0.1:{page_port}"]}
         with LiveServer(replica_id="a", **common) as a, \
                 LiveServer(replica_id="b", **common) as b:
             yield a, b
 
 
-def _talk(server: LiveServer, room: str, on_ready=None) -> tuple[dict, list[dict]]:
-    """A German talk in ``room`` with the room's English voice: (ready, final captions)."""
+def _talk(server: LiveServer, room: str, on_ready=None,
+          voices: tuple[str, ...] = ("en",)) -> tuple[dict, list[dict]]:
+    """A German talk in ``room`` with the room's voices (English: Piper's joe; German:
+    espeak-ng): (ready, final captions)."""
     from websockets.sync.client import connect
 
     url = server.url.replace("http://", "ws://") + "/v1/live"
@@ -67,10 +85,11 @@ def _talk(server: LiveServer, room: str, on_ready=None) -> tuple[dict, list[dict
     with connect(url, additional_headers={"Authorization": f"Bearer {KEY}"},
                  open_timeout=60, max_size=None) as ws:
         ws.send(json.dumps({"type": "start", "room": room, "source_lang": "de",
-                            "target_langs": ["en"], "display": "append",
-                            "voices": ["en"]}))
+                            "target_langs": list(voices), "display": "append",
+                            "voices": list(voices)}))
         ready = json.loads(ws.recv(timeout=60))
-        assert ready["type"] == "ready" and ready["voices"][0]["lang"] == "en", ready
+        assert ready["type"] == "ready", ready
+        assert [v["lang"] for v in ready["voices"]] == list(voices), ready
         if on_ready is not None:
             on_ready(ready)
         for segment, text in enumerate(GERMAN):
@@ -201,3 +220,111 @@ def test_voice_requests_that_cannot_be_served_get_one_clear_error(replicas) -> N
         ws.send(json.dumps({"type": "stop"}))
         while json.loads(ws.recv(timeout=LIMIT_S))["type"] != "done":
             pass
+
+
+# -- hls.js in Chromium: the organiser's player picks the German interpreter ----------------
+PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>room voice</title>
+<script src="/hls.min.js"></script></head>
+<body><video id="v" playsinline width="160" height="120"></video>
+<script>
+window.errors = []; window.loud = 0; window.tracks = [];
+const video = document.getElementById('v');
+const hls = new Hls();
+hls.on(Hls.Events.ERROR, (_, d) => window.errors.push(`${d.type}:${d.details}:${d.fatal}`));
+hls.on(Hls.Events.AUDIO_TRACKS_UPDATED, (_, d) => {
+  window.tracks = d.audioTracks.map(t => [t.name, t.lang]);
+  hls.audioTrack = d.audioTracks.findIndex(t => t.lang === 'de');
+});
+hls.on(Hls.Events.MANIFEST_PARSED, () => {
+  video.play().catch(e => window.errors.push('play:' + e));
+});
+hls.loadSource('/master.m3u8');
+hls.attachMedia(video);
+const ctx = new AudioContext();
+const analyser = ctx.createAnalyser(); analyser.fftSize = 2048;
+ctx.createMediaElementSource(video).connect(analyser);
+analyser.connect(ctx.destination);
+const data = new Float32Array(analyser.fftSize);
+setInterval(() => {
+  ctx.resume();
+  analyser.getFloatTimeDomainData(data);
+  let sum = 0; for (const v of data) sum += v * v;
+  if (Math.sqrt(sum / data.length) > 0.01) window.loud += 1;
+}, 25);
+window.state = () => ({time: video.currentTime, loud: window.loud,
+                       track: hls.audioTrack, tracks: window.tracks});
+</script></body></html>
+"""
+
+
+def _master(voices: dict[str, str]) -> str:
+    """The organiser's master playlist: their video, and the room's voices as audio."""
+    names = {"de": "Deutsch (interpreter)", "en": "English (interpreter)"}
+    lines = ["#EXTM3U"]
+    for lang, url in voices.items():
+        lines.append(f'#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="voice",NAME="{names[lang]}",'
+                     f'LANGUAGE="{lang}",AUTOSELECT=YES,DEFAULT={"YES" if lang == "en" else "NO"},'
+                     f'URI="{url}"')
+    lines += ['#EXT-X-STREAM-INF:BANDWIDTH=300000,RESOLUTION=160x120,'
+              'CODECS="avc1.42c00a,mp4a.40.2",AUDIO="voice"', "video.m3u8"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture()
+def site(tmp_path: Path, page_port: int) -> Iterator[Path]:
+    if not HLS_JS.exists():
+        pytest.skip("hls.js missing (make web-deps installs it)")
+    root = tmp_path / "site"
+    root.mkdir()
+    shutil.copy(HLS_JS, root / "hls.min.js")
+    (root / "index.html").write_text(PAGE, encoding="utf-8")
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", page_port),
+                                 functools.partial(Quiet, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield root
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian package 'chromium' is not installed")
+def test_hls_js_selects_the_german_voice_of_the_room_and_plays_it(replicas, site: Path,
+                                                                  page_port: int) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    a, b = replicas
+    room = "voice-player"
+    ready, _ = _talk(a, room, voices=("en", "de"))
+    token = ready["viewer_token"]
+    urls = {lang: f"{b.url}/v1/rooms/{room}/voice/{lang}.m3u8?token={token}&offset=1.4"
+            for lang in ("en", "de")}
+    ended = m3u8.loads(httpx.get(urls["de"], timeout=30).text)
+    assert ended.is_endlist
+    seconds = sum(s.duration for s in ended.segments)
+    subprocess.run([FFMPEG, "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-f",
+                    "lavfi", "-i", f"testsrc=size=160x120:rate=10:duration={seconds + 4:.0f}",
+                    "-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "0", "-g", "10",
+                    "-f", "hls", "-hls_time", "2", "-hls_playlist_type", "vod",
+                    "-hls_segment_filename", str(site / "v%d.ts"), str(site / "video.m3u8")],
+                   check=True, timeout=LIMIT_S)
+    (site / "master.m3u8").write_text(_master(urls), encoding="utf-8")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=chromium_args())
+        page = browser.new_page()
+        page.goto(f"http://127.0.0.1:{page_port}/index.html")
+        page.wait_for_function("window.state().time > 4 && window.loud > 20",
+                               timeout=LIMIT_S * 1000)
+        state = page.evaluate("window.state()")
+        errors = page.evaluate("window.errors")
+        browser.close()
+    assert [e for e in errors if e.endswith(":true")] == [], errors  # nothing fatal
+    assert state["tracks"] == [["English (interpreter)", "en"],
+                               ["Deutsch (interpreter)", "de"]], state
+    assert state["tracks"][state["track"]][1] == "de"
