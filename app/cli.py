@@ -21,7 +21,14 @@ from pathlib import Path
 from app.engine.cpu_threads import POLICIES, configure_omp_wait
 from app.logs import configure_logging
 from app.model_files import ModelFileError, resolve_model_path
-from app.settings import ModelSettings, ServerSettings, Settings, SettingsError, load_settings
+from app.settings import (
+    PLURAL_ONLY,
+    ModelSettings,
+    ServerSettings,
+    Settings,
+    SettingsError,
+    load_settings,
+)
 from app.startup_log import listen_url
 from app.usage import (
     EXIT_USAGE,
@@ -55,19 +62,13 @@ def _add_setting_flag(parser: argparse._ArgumentGroup, name: str) -> None:
         parser.add_argument(flag, action="store_true", default=None, help=help_text)
     elif "list" in annotation:
         singular = flag[:-1] if flag.endswith("s") and not flag.endswith("us") else flag
-        if name in _NO_SINGULAR:
+        if name in PLURAL_ONLY:
             singular = flag
         spellings = [singular, flag] if singular != flag else [flag]
         parser.add_argument(*spellings, dest=name, action="append", default=None,
                             help=help_text + " (repeatable; comma-separated values too)")
     else:
         parser.add_argument(flag, dest=name, default=None, help=help_text)
-
-
-# Lists named as a whole, never one item at a time: ``--langs`` is the event's language set,
-# and ``--lang`` means one language elsewhere (``build-dict --lang de``), so ``serve --lang
-# en,de`` is refused (naming ``--langs``) rather than read as a second spelling.
-_NO_SINGULAR = frozenset({"langs"})
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -482,13 +482,20 @@ class Settings(ServerSettings, ModelSettings):
                 raise SettingsError(f"{flag_of('asr_model')}: {exc}") from None
 
 
+# List settings named as a whole, never one item at a time: ``--langs`` is the event's
+# language set, and ``--lang`` means one language elsewhere (``build-dict --lang de``), so
+# ``app.cli`` gives them no singular spelling and ``serve --lang en,de`` is refused.
+PLURAL_ONLY = frozenset({"langs"})
+
+
 def flag_of(name: str) -> str:
     """``api_key_file`` -> ``--api-key-file (LIVETRANS_API_KEY_FILE)``; a list setting's
-    flag is singular and repeatable (``--api-key``), as ``app.cli`` makes it."""
+    flag is singular and repeatable (``--api-key``), as ``app.cli`` makes it, except the
+    ``PLURAL_ONLY`` ones."""
     flag = "--" + name.replace("_", "-")
     field = Settings.model_fields.get(name)
     if field is not None and "list" in str(field.annotation) and flag.endswith("s") \
-            and not flag.endswith("us"):  # --corpus is singular already
+            and not flag.endswith("us") and name not in PLURAL_ONLY:  # --corpus: singular
         flag = flag[:-1]
     return f"{flag} (LIVETRANS_{name.upper()})"
 

@@ -31,6 +31,8 @@ REPO = Path(__file__).resolve().parents[2]
     (["bench", "--k", "1,2"], ["did you mean --ks?", "(see livetrans bench --help)"]),
     (["trim-vocab", "--lang", "en,de"], ["(see livetrans trim-vocab --help)"]),
     (["sevre"], ["invalid choice: 'sevre'", "did you mean serve?", "(see livetrans --help)"]),
+    # a bad value names the option as it is spelled
+    (["serve", "--langs", "en,xx"], ["invalid --langs (LIVETRANS_LANGS)", "'xx'"]),
 ])
 def test_abbreviations_and_misspellings_are_refused(args, expected) -> None:
     line = _one_line_error(_run(*args), *expected)

@@ -95,7 +95,7 @@ def test_bad_langs_are_one_line(langs, expected) -> None:
     with pytest.raises(SettingsError) as info:
         load_settings(langs=langs)
     message = str(info.value)
-    assert "--lang" in message and "LIVETRANS_LANGS" in message and expected in message
+    assert "--langs" in message and "LIVETRANS_LANGS" in message and expected in message
     assert "\n" not in message
 
 
