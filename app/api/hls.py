@@ -141,6 +141,42 @@ def _query(token: str | None, offset: str | None, offset_s: float,
     return "?" + urlencode(params) if params else ""
 
 
+async def _playlist_talk(request: Request, room: str, lang: str, token: str | None,
+                         what: str) -> tuple[TalkRecord, TalkView, str | None]:
+    """The talk a playlist request gets (the room's newest; with a talk's viewer token,
+    the newest it admits to), whether it runs, and the room token that admitted the
+    request; the 401 or 404 that says why there is none."""
+    access = await room_access(request, room, token)
+    operator = access.any_talk  # an API key, no keys, or a room viewer token: any talk
+    if not operator and not token:
+        raise no_viewer_access(what)
+    state = _state(request)
+    try:
+        records, running = await _source(request).talks(room)
+    except HlsUnavailable as exc:
+        raise _unavailable(exc.what) from None
+    if operator:
+        record = records[-1] if records else None
+    else:
+        record = next((r for r in reversed(records)
+                       if state.rooms.token_ok_for_talk(room, r.talk_id, token)), None)
+        if record is None:
+            raise no_viewer_access(what)
+    if record is None:
+        raise APIError(404, f"Room '{room}' has no talk.", param="room", code="invalid_room")
+    _lang_in_talk(record, lang)
+    return record, TalkView(record, running == record.talk_id), access.room_token
+
+
+def _segment_access(request: Request, access_any_talk: bool, room: str, talk: str,
+                    token: str | None, what: str) -> None:
+    """A segment request's access: any talk, or the talk its viewer token admits to."""
+    if not access_any_talk and not (
+            _TALK_ID.fullmatch(talk)
+            and _state(request).rooms.token_ok_for_talk(room, talk, token)):
+        raise no_viewer_access(what)
+
+
 @router.get(
     PLAYLIST_PATH, summary="A room's live subtitles as an HLS WebVTT media playlist",
     response_class=Response,
@@ -157,28 +193,11 @@ async def playlist(
 ) -> Response:
     lang = check_room_and_lang(room, lang)
     offset_s = _offset(request, offset)
-    access = await room_access(request, room, token)
-    operator = access.any_talk  # an API key, no keys, or a room viewer token: any talk
-    if not operator and not token:
-        raise no_viewer_access("this room's subtitles")
-    source = _source(request)
-    state = _state(request)
+    record, view, room_token = await _playlist_talk(request, room, lang, token,
+                                                    "this room's subtitles")
+    query = _query(token, offset, offset_s, room_token)
     try:
-        records, running = await source.talks(room)
-        if operator:
-            record = records[-1] if records else None
-        else:
-            record = next((r for r in reversed(records)
-                           if state.rooms.token_ok_for_talk(room, r.talk_id, token)), None)
-            if record is None:
-                raise no_viewer_access("this room's subtitles")
-        if record is None:
-            raise APIError(404, f"Room '{room}' has no talk.", param="room",
-                           code="invalid_room")
-        _lang_in_talk(record, lang)
-        view = TalkView(record, running == record.talk_id)
-        query = _query(token, offset, offset_s, access.room_token)
-        body, ended = await source.playlist(
+        body, ended = await _source(request).playlist(
             view, lang, lambda i: f"{lang}/{record.talk_id}/{i}.vtt{query}")
     except HlsUnavailable as exc:
         raise _unavailable(exc.what) from None
@@ -208,10 +227,7 @@ async def segment(
     lang = check_room_and_lang(room, lang)
     offset_s = _offset(request, offset)
     access = await room_access(request, room, token)
-    if not access.any_talk and not (
-            _TALK_ID.fullmatch(talk)
-            and _state(request).rooms.token_ok_for_talk(room, talk, token)):
-        raise no_viewer_access("this room's subtitles")
+    _segment_access(request, access.any_talk, room, talk, token, "this room's subtitles")
     if not _TALK_ID.fullmatch(talk) or not _INDEX.fullmatch(index):
         raise _no_segment(room, talk, index)
     source = _source(request)
@@ -270,34 +286,17 @@ async def voice_playlist(
 ) -> Response:
     lang = check_room_and_lang(room, lang)
     offset_s = _offset(request, offset)
-    access = await room_access(request, room, token)
-    operator = access.any_talk
-    if not operator and not token:
-        raise no_viewer_access("this room's voice")
-    source = _source(request)
+    record, view, room_token = await _playlist_talk(request, room, lang, token,
+                                                    "this room's voice")
     state = _state(request)
-    try:
-        records, running = await source.talks(room)
-    except HlsUnavailable as exc:
-        raise _unavailable(exc.what) from None
-    if operator:
-        record = records[-1] if records else None
-    else:
-        record = next((r for r in reversed(records)
-                       if state.rooms.token_ok_for_talk(room, r.talk_id, token)), None)
-        if record is None:
-            raise no_viewer_access("this room's voice")
-    if record is None:
-        raise APIError(404, f"Room '{room}' has no talk.", param="room", code="invalid_room")
-    _lang_in_talk(record, lang)
     track = await _voice_call(state.voice_segments().index(room, record.talk_id, lang))
     if track is None:
         raise APIError(404, f"Room '{room}' has no voice in '{lang}' (its speaker's start "
                        "names the room's voices: \"voices\").", param="lang",
                        code="voice_not_in_room")
-    if running != record.talk_id and not track.ended:  # its replica stopped without an end
+    if not view.running and not track.ended:  # its replica stopped without an end
         track = replace(track, ended=True)
-    query = _query(token, offset, offset_s, access.room_token)
+    query = _query(token, offset, offset_s, room_token)
     settings = state.settings
     body = render_voice_playlist(track, settings.hls_segment_s, settings.hls_window_s,
                                  lambda i: f"{lang}/{record.talk_id}/{i}.aac{query}")
@@ -326,10 +325,7 @@ async def voice_segment(
     lang = check_room_and_lang(room, lang)
     offset_s = _offset(request, offset)
     access = await room_access(request, room, token)
-    if not access.any_talk and not (
-            _TALK_ID.fullmatch(talk)
-            and _state(request).rooms.token_ok_for_talk(room, talk, token)):
-        raise no_viewer_access("this room's voice")
+    _segment_access(request, access.any_talk, room, talk, token, "this room's voice")
     if not _TALK_ID.fullmatch(talk) or not _INDEX.fullmatch(index):
         raise _no_segment(room, talk, index)
     segment = await _voice_call(

@@ -23,6 +23,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 from urllib.parse import unquote
 
 import redis.asyncio as aioredis
@@ -31,6 +32,7 @@ from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import ExponentialBackoff
 
+T = TypeVar("T")
 log = logging.getLogger("livetrans.redis")
 
 SOCKET_TIMEOUT_S = 5.0
@@ -64,6 +66,19 @@ def unavailable(exc: BaseException) -> bool:
         return (_OOM_TEXT in text or any(t in text for t in _DEMOTED_TEXT + _NOPERM_TEXT)
                 or _TRANSIENT_RE.search(text[:300]) is not None)
     return False
+
+
+async def guarded(op: Callable[[], Awaitable[T]], what: str,
+                  error: Callable[[str], Exception]) -> T:
+    """``op()``, with a Redis that cannot do it now (``unavailable``) raised as
+    ``error(message)``: a store's own "not now" (its callers retry, or answer 503); any
+    other failure is a bug and raised as it is."""
+    try:
+        return await op()
+    except Exception as exc:
+        if not unavailable(exc):
+            raise
+        raise error(f"{what}: {describe(exc)}") from None
 
 
 def describe(exc: BaseException) -> str:

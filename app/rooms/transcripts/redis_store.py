@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 
 import app.rooms.transcripts.store as bounds
-from app.rooms.redis_client import ReplicaWait, describe, unavailable
+from app.rooms.redis_client import ReplicaWait, guarded, unavailable
 from app.rooms.transcripts.store import (
     FullWarnings,
     TalkRecord,
@@ -146,15 +146,9 @@ class RedisTranscriptStore:
 
     # -- helpers -------------------------------------------------------------------------
     async def _call(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
-        try:
-            return await op()
-        except Exception as exc:
-            # error replies (OOM, READONLY, ...) are "not now" too: the line waits and is
-            # written again, never skipped (``app.rooms.redis_client``)
-            if not unavailable(exc):
-                raise
-            raise TranscriptUnavailable(
-                f"transcript store on Redis: {what}: {describe(exc)}") from None
+        # error replies (OOM, READONLY, ...) are "not now" too: the line waits and is
+        # written again, never skipped (``app.rooms.redis_client``)
+        return await guarded(op, f"transcript store on Redis: {what}", TranscriptUnavailable)
 
     async def _evict(self, room: str) -> None:
         """Past ``max_talks`` talks in ``room``, the oldest go, with their lines. ZPOPMIN

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 
-from app.rooms.redis_client import ReplicaWait, describe, unavailable
+from app.rooms.redis_client import ReplicaWait, guarded
 from app.rooms.viewer_tokens.store import RoomTokenRecord, ViewerTokensUnavailable
 
 T = TypeVar("T")
@@ -64,13 +64,7 @@ class RedisViewerTokenStore:
         return f"{self.prefix}:viewer-tokens:{room}"
 
     async def _call(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
-        try:
-            return await op()
-        except Exception as exc:
-            if not unavailable(exc):
-                raise
-            raise ViewerTokensUnavailable(f"viewer tokens on Redis: {what}: "
-                                          f"{describe(exc)}") from None
+        return await guarded(op, f"viewer tokens on Redis: {what}", ViewerTokensUnavailable)
 
     async def _durably(self, op: Callable[[], Awaitable[object]]) -> None:
         if self._replicas is None:

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 
-from app.rooms.redis_client import describe, unavailable
+from app.rooms.redis_client import guarded
 from app.rooms.voice.segments import MAX_TRACK_BYTES, TrackIndex, pack, unpack
 from app.rooms.voice.track import VoiceSegment
 
@@ -73,13 +73,7 @@ class RedisVoiceSegments:
         return f"{self.prefix}:voice:{room}:{talk}:{lang}"
 
     async def _call(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
-        try:
-            return await op()
-        except Exception as exc:
-            if not unavailable(exc):
-                raise
-            raise VoiceStoreUnavailable(f"room voice on Redis: {what}: {describe(exc)}") \
-                from None
+        return await guarded(op, f"room voice on Redis: {what}", VoiceStoreUnavailable)
 
     async def put(self, room: str, talk: str, lang: str, segment: VoiceSegment) -> None:
         key = self._key(room, talk, lang)

@@ -15,7 +15,6 @@ hanging, never latency assertions.
 
 from __future__ import annotations
 
-import functools
 import html
 import json
 import shutil
@@ -23,7 +22,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -34,6 +32,7 @@ import webvtt
 from app.rooms.hls import HlsTiming, cues_of
 from app.rooms.transcripts.store import TranscriptLine
 from tests.conftest import LiveServer, free_port
+from tests.hls_site import make_test_video, served_folder
 from tests.redis_server import RedisServer, redis_server
 
 FFMPEG = shutil.which("ffmpeg") or ("/usr/bin/ffmpeg" if Path("/usr/bin/ffmpeg").exists()
@@ -247,14 +246,7 @@ def _master(subtitles_url: str) -> str:
 
 
 def _make_video(folder: Path, seconds: int) -> None:
-    """A test video as VOD HLS (MPEG-TS, H.264, no B-frames: its clock starts at the
-    muxer's 1.4 s, as ffmpeg-made streams do)."""
-    subprocess.run([FFMPEG, "-hide_banner", "-loglevel", "error", "-nostdin", "-y",
-                    "-f", "lavfi", "-i", f"testsrc=size=160x120:rate=10:duration={seconds}",
-                    "-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "0", "-g", "10",
-                    "-f", "hls", "-hls_time", "2", "-hls_playlist_type", "vod",
-                    "-hls_segment_filename", str(folder / "v%d.ts"),
-                    str(folder / "video.m3u8")], check=True, timeout=LIMIT_S)
+    make_test_video(FFMPEG, folder, seconds, LIMIT_S)
 
 
 @pytest.fixture()
@@ -266,20 +258,8 @@ def page_server(tmp_path: Path, page_port: int) -> Iterator[Path]:
     root.mkdir()
     shutil.copy(HLS_JS, root / "hls.min.js")
     (root / "index.html").write_text(PAGE, encoding="utf-8")
-
-    class Quiet(SimpleHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", page_port),
-                                 functools.partial(Quiet, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with served_folder(root, page_port):
         yield root
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,12 @@ against hanging, never latency assertions.
 
 from __future__ import annotations
 
-import functools
 import json
 import shutil
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -32,6 +30,7 @@ from app.voice import espeak, piper
 from eval.local_server import free_port
 from tests.browser import CHROMIUM, chromium_args
 from tests.conftest import LiveServer
+from tests.hls_site import make_test_video, served_folder
 from tests.redis_server import redis_server
 from tests.speech import wer
 
@@ -279,19 +278,8 @@ def site(tmp_path: Path, page_port: int) -> Iterator[Path]:
     root.mkdir()
     shutil.copy(HLS_JS, root / "hls.min.js")
     (root / "index.html").write_text(PAGE, encoding="utf-8")
-
-    class Quiet(SimpleHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", page_port),
-                                 functools.partial(Quiet, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with served_folder(root, page_port):
         yield root
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian package 'chromium' is not installed")
@@ -307,12 +295,7 @@ def test_hls_js_selects_the_german_voice_of_the_room_and_plays_it(replicas, site
     ended = m3u8.loads(httpx.get(urls["de"], timeout=30).text)
     assert ended.is_endlist
     seconds = sum(s.duration for s in ended.segments)
-    subprocess.run([FFMPEG, "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-f",
-                    "lavfi", "-i", f"testsrc=size=160x120:rate=10:duration={seconds + 4:.0f}",
-                    "-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "0", "-g", "10",
-                    "-f", "hls", "-hls_time", "2", "-hls_playlist_type", "vod",
-                    "-hls_segment_filename", str(site / "v%d.ts"), str(site / "video.m3u8")],
-                   check=True, timeout=LIMIT_S)
+    make_test_video(FFMPEG, site, seconds + 4, LIMIT_S)
     (site / "master.m3u8").write_text(_master(urls), encoding="utf-8")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
