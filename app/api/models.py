@@ -97,6 +97,13 @@ async def transcripts_script() -> FileResponse:
     return FileResponse(_STATIC / "transcripts.js", media_type="text/javascript")
 
 
+@router.get("/pages/listen.js", include_in_schema=False)
+async def listen_script() -> FileResponse:
+    """The caption screen's listen button: the room's voice played from its HLS audio
+    playlist (docs/room-voice.md)."""
+    return FileResponse(_STATIC / "listen.js", media_type="text/javascript")
+
+
 @router.get("/watch", include_in_schema=False)
 async def watch_page() -> FileResponse:
     """The audience's caption screen (plain HTML + JS, talks to ``/v1/live/watch``; the room

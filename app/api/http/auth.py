@@ -28,7 +28,7 @@ from app.settings import Settings
 # Open without a key even when keys are set. /health answers only its status then, and
 # /metrics is not among them: it shows every tenant's activity.
 OPEN_PATHS = frozenset({"/health", "/live", "/live/mic-worklet.js", "/pages/transcripts.js",
-                        "/watch", "/docs", "/live/languages",
+                        "/watch", "/docs", "/pages/listen.js", "/live/languages",
                         "/openapi.json", "/",
                         "/live/print", "/pages/qr.js"})  # a room's printable QR codes
 METRICS_PATH = "/metrics"

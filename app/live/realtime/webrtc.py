@@ -13,7 +13,8 @@ transport only:
 * the microphone's frames, decoded and resampled to 24 kHz PCM16, are appended to the
   session as a WebSocket client's base64 appends are (``pump_microphone``);
 * the session's events go out on the data channel, and the client's events
-  (``session.update``, ``session.close``) come in on it (``EventChannel``);
+  (``session.update``, ``session.close``) come in on it (``EventChannel``); an offer
+  without a data channel is a call of speech alone (its events are not sent);
 * the translated speech is a remote audio track (``speech_track.SpeechTrack``), not
   ``session.output_audio.delta`` events.
 
@@ -41,6 +42,7 @@ from app.live.peer import IceOptions, NoUdpPort, answer_offer, discard, new_peer
 from app.live.realtime import events
 from app.live.realtime.audio_buffer import SAMPLE_RATE
 from app.live.realtime.session import ClientGone, RealtimeSession
+from app.live.whip_sdp import Description
 
 log = logging.getLogger("livetrans.realtime")
 
@@ -72,6 +74,7 @@ class EventChannel:
         self.on_overflow = on_overflow
         self.overflowing = False
         self.gone = False
+        self.absent = False  # the offer has no data channel: speech only, events unsent
 
     def attach(self, channel: Any) -> None:
         """The browser's data channel (the first one; later ones are closed)."""
@@ -118,6 +121,8 @@ class EventChannel:
         """One event to the client; ``ConnectionError`` when it cannot be delivered (no
         channel within ``CHANNEL_WAIT_S``, the channel closed, or the client stopped
         reading)."""
+        if self.absent:
+            return  # a call without a data channel: speech in and out, nobody reads events
         try:
             await asyncio.wait_for(self.opened.wait(), CHANNEL_WAIT_S)
         except TimeoutError:
@@ -257,6 +262,8 @@ class RealtimeCalls:
             answer = await answer_offer(pc, sdp, ice, data_channels=True, send=[call.track])
         except NoUdpPort as exc:
             raise CallRefused("no_udp_port", str(exc)) from None
+        call.channel.absent = not any(section.data_channel()
+                                      for section in Description.parse(sdp).sections)
         call.session = make(call.channel.send_text, call.track)
         if microphone:
             call.tasks.append(asyncio.ensure_future(pump_microphone(microphone[0],
