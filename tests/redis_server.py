@@ -43,6 +43,19 @@ def redis_server(workdir: Path, persist: bool = False) -> Iterator[RedisServer]:
         server.stop()
 
 
+@contextmanager
+def replicas_on_redis(workdir: Path, **settings: object) -> Iterator[tuple[object, object]]:
+    """Replicas a and b of a real server (the real model) on one Redis room bus, with
+    ``settings`` besides the bus."""
+    from eval.local_server import LocalServer
+
+    with redis_server(workdir) as redis:
+        common = {"room_bus": redis.url, **settings}
+        with LocalServer(replica_id="a", **common) as a, \
+                LocalServer(replica_id="b", **common) as b:
+            yield a, b
+
+
 class RedisSentinel(RedisProgram):
     """Debian's ``redis-sentinel`` watching one primary as ``SERVICE`` (quorum 1), on a
     loopback port: the failover tests' Sentinel. ``failover()`` is what an operator (or a

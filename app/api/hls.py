@@ -32,7 +32,7 @@ import math
 import re
 from collections.abc import Awaitable
 from dataclasses import replace
-from typing import TypeVar
+from typing import Annotated, TypeVar
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request, Response
@@ -70,6 +70,11 @@ RETRY_AFTER_S = 5
 _TALK_ID = re.compile(r"[0-9a-f]{1,64}")
 _INDEX = re.compile(r"[0-9]{1,9}")
 _TOKEN = re.compile(r"[0-9a-f]{32}")  # what a viewer token is: anything else is not echoed
+# the query every rendition route takes
+TokenQuery = Annotated[str | None, Query(description="the talk's viewer token (with API keys)")]
+OffsetQuery = Annotated[str | None, Query(description="the video's presentation time (seconds) "
+                                          "at the talk's start; default serve --hls-offset-s")]
+SegmentOffsetQuery = Annotated[str | None, Query(description="as on the playlist")]
 _OFFSET = re.compile(r"-?[0-9]{1,6}(?:\.[0-9]{1,9})?")
 
 
@@ -187,9 +192,8 @@ async def playlist(
     request: Request,
     room: str,
     lang: str,
-    token: str | None = Query(None, description="the talk's viewer token (with API keys)"),
-    offset: str | None = Query(None, description="the video's presentation time (seconds) "
-                               "at the talk's start; default serve --hls-offset-s"),
+    token: TokenQuery = None,
+    offset: OffsetQuery = None,
 ) -> Response:
     lang = check_room_and_lang(room, lang)
     offset_s = _offset(request, offset)
@@ -221,8 +225,8 @@ async def segment(
     lang: str,
     talk: str,
     index: str,
-    token: str | None = Query(None, description="the talk's viewer token (with API keys)"),
-    offset: str | None = Query(None, description="as on the playlist"),
+    token: TokenQuery = None,
+    offset: SegmentOffsetQuery = None,
 ) -> Response:
     lang = check_room_and_lang(room, lang)
     offset_s = _offset(request, offset)
@@ -280,9 +284,8 @@ async def voice_playlist(
     request: Request,
     room: str,
     lang: str,
-    token: str | None = Query(None, description="the talk's viewer token (with API keys)"),
-    offset: str | None = Query(None, description="the video's presentation time (seconds) "
-                               "at the talk's start; default serve --hls-offset-s"),
+    token: TokenQuery = None,
+    offset: OffsetQuery = None,
 ) -> Response:
     lang = check_room_and_lang(room, lang)
     offset_s = _offset(request, offset)
@@ -319,8 +322,8 @@ async def voice_segment(
     lang: str,
     talk: str,
     index: str,
-    token: str | None = Query(None, description="the talk's viewer token (with API keys)"),
-    offset: str | None = Query(None, description="as on the playlist"),
+    token: TokenQuery = None,
+    offset: SegmentOffsetQuery = None,
 ) -> Response:
     lang = check_room_and_lang(room, lang)
     offset_s = _offset(request, offset)

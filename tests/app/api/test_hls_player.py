@@ -33,7 +33,7 @@ from app.rooms.hls import HlsTiming, cues_of
 from app.rooms.transcripts.store import TranscriptLine
 from tests.conftest import LiveServer, free_port
 from tests.hls_site import make_test_video, served_folder
-from tests.redis_server import RedisServer, redis_server
+from tests.redis_server import replicas_on_redis
 
 FFMPEG = shutil.which("ffmpeg") or ("/usr/bin/ffmpeg" if Path("/usr/bin/ffmpeg").exists()
                                     else None)
@@ -63,18 +63,11 @@ def page_port() -> int:
 def replicas(tmp_path_factory: pytest.TempPathFactory,
              page_port: int) -> Iterator[tuple[LiveServer, LiveServer]]:
     """Replicas a and b on one Redis bus; the test page's origin may read them (CORS)."""
-    work = tmp_path_factory.mktemp("hls-redis")
-    with redis_server(work) as redis:
-        common = _settings(redis, page_port)
-        with LiveServer(replica_id="a", **common) as a, \
-                LiveServer(replica_id="b", **common) as b:
-            yield a, b
-
-
-def _settings(redis: RedisServer, page_port: int) -> dict:
-    return {"room_bus": redis.url, "api_keys": [KEY], "hls_segment_s": SEGMENT_S,
-            "hls_window_s": WINDOW_S, "max_source_chars": 2000,
-            "cors_origins": [f"http://127.0.0.1:{page_port}"]}
+    with replicas_on_redis(tmp_path_factory.mktemp("hls-redis"), api_keys=[KEY],
+                           hls_segment_s=SEGMENT_S, hls_window_s=WINDOW_S,
+                           max_source_chars=2000,
+                           cors_origins=[f"http://127.0.0.1:{page_port}"]) as pair:
+        yield pair
 
 
 def _talk(server: LiveServer, room: str, on_ready=None, pause_s: float = 1.5) -> list[dict]:

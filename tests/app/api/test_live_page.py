@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
+
+from tests.asr_streams import short_stream
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parents[3] / "artifacts"
@@ -16,15 +17,7 @@ ARTIFACTS = Path(__file__).resolve().parents[3] / "artifacts"
 def test_page_replays_a_stream_and_shows_final_captions(live_server, data_dir,
                                                          tmp_path) -> None:
     playwright = pytest.importorskip("playwright.sync_api")
-    src = data_dir / "asr_partials" / "flores200_dev_en.jsonl"
-    utterances = [json.loads(line) for line in src.read_text().splitlines()[1:3]]
-    for utt in utterances:
-        utt["events"] = utt["events"][-3:]
-        base = utt["events"][0]["t"]
-        for ev in utt["events"]:
-            ev["t"] = ev["t"] - base
-    stream = tmp_path / "short.jsonl"
-    stream.write_text("".join(json.dumps(u) + "\n" for u in utterances))
+    stream = short_stream(data_dir, tmp_path)
 
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(

@@ -5,11 +5,10 @@ real server, model and espeak-ng."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from app.voice import espeak
+from tests.asr_streams import short_stream
 from tests.browser import CHROMIUM, chromium_args
 
 pytestmark = [
@@ -20,15 +19,7 @@ pytestmark = [
 
 def test_the_operator_sees_each_voice_speak(live_server, data_dir, tmp_path) -> None:
     sync_api = pytest.importorskip("playwright.sync_api")
-    src = data_dir / "asr_partials" / "flores200_dev_en.jsonl"
-    utterances = [json.loads(line) for line in src.read_text().splitlines()[1:3]]
-    for utt in utterances:
-        utt["events"] = utt["events"][-3:]
-        base = utt["events"][0]["t"]
-        for ev in utt["events"]:
-            ev["t"] = ev["t"] - base
-    stream = tmp_path / "short.jsonl"
-    stream.write_text("".join(json.dumps(u) + "\n" for u in utterances))
+    stream = short_stream(data_dir, tmp_path)
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
                                     args=chromium_args())

@@ -31,7 +31,7 @@ from eval.local_server import free_port
 from tests.browser import CHROMIUM, chromium_args
 from tests.conftest import LiveServer
 from tests.hls_site import make_test_video, served_folder
-from tests.redis_server import redis_server
+from tests.redis_server import replicas_on_redis
 from tests.speech import wer
 
 FFMPEG = shutil.which("ffmpeg")
@@ -63,14 +63,10 @@ def page_port() -> int:
 def replicas(tmp_path_factory: pytest.TempPathFactory,
              page_port: int) -> Iterator[tuple[LiveServer, LiveServer]]:
     """Replicas a and b on one Redis bus; the test page's origin may read them (CORS)."""
-    work = tmp_path_factory.mktemp("voice-redis")
-    with redis_server(work) as redis:
-        common = {"room_bus": redis.url, "api_keys": [KEY], "hls_segment_s": SEGMENT_S,
-                  "hls_window_s": 8, "max_source_chars": 2000,
-                  "cors_origins": [f"http://127.0.0.1:{page_port}"]}
-        with LiveServer(replica_id="a", **common) as a, \
-                LiveServer(replica_id="b", **common) as b:
-            yield a, b
+    with replicas_on_redis(tmp_path_factory.mktemp("voice-redis"), api_keys=[KEY],
+                           hls_segment_s=SEGMENT_S, hls_window_s=8, max_source_chars=2000,
+                           cors_origins=[f"http://127.0.0.1:{page_port}"]) as pair:
+        yield pair
 
 
 def _talk(server: LiveServer, room: str, on_ready=None,
