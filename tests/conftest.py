@@ -91,3 +91,19 @@ def trimmed_en_de(tmp_path_factory) -> tuple[Path, dict]:
                  "--corpus", f"en={SAMPLES / 'flores_layout' / 'dev' / 'eng_Latn.dev'}",
                  "--check", f"en={SAMPLES / 'acl6060_layout' / 'dev' / 'en.txt'}"]) == 0
     return out, json.loads(report.read_text())
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """Headless Chromium (Debian's, driven by Playwright) for a module's page tests; they
+    skip where it is missing."""
+    from tests.browser import CHROMIUM, chromium_args
+
+    if CHROMIUM is None:
+        pytest.skip("Debian package 'chromium' is not installed")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=chromium_args())
+        yield browser
+        browser.close()

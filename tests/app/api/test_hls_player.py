@@ -40,9 +40,6 @@ FFMPEG = shutil.which("ffmpeg") or ("/usr/bin/ffmpeg" if Path("/usr/bin/ffmpeg")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 HLS_JS = Path(__file__).resolve().parents[2] / "web" / "node_modules" / "hls.js" / "dist" / \
     "hls.min.js"
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run",
-                "--autoplay-policy=no-user-gesture-required"]
 KEY = "hls-test-key"
 SEGMENT_S = 1
 WINDOW_S = 4
@@ -253,17 +250,6 @@ def page_server(tmp_path: Path, page_port: int) -> Iterator[Path]:
     (root / "index.html").write_text(PAGE, encoding="utf-8")
     with served_folder(root, page_port):
         yield root
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    if CHROMIUM is None:
-        pytest.skip("Debian package 'chromium' is not installed")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-        yield browser
-        browser.close()
 
 
 def test_hls_js_shows_every_final_as_a_cue_of_the_videos_text_track(

@@ -33,22 +33,11 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = (Path(__file__).resolve().parents[2] / "artifacts"
              if os.environ.get("LIVETRANS_UPDATE_REFERENCES") == "1"
              else Path(tempfile.gettempdir()) / "livetrans-screenshots")
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run"]
 WAIT_MS = 300_000  # generous: a bound against hanging, never a latency assertion
 CANVASES = [(1920, 1080), (1280, 720)]
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None,
                                 reason="Debian package 'chromium' is not installed")
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-        yield browser
-        browser.close()
 
 
 def asr_events(data_dir: Path, utterances: int = 3) -> list[dict]:

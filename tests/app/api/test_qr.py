@@ -38,8 +38,6 @@ LOOPBACK = "http://127.0.0.1"  # a name the server answers to (--allowed-hosts)
 KEY = "qr-operator-key"
 ROOM = "keynote-1"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run"]
 # screenshots for a look; kept as references only with LIVETRANS_UPDATE_REFERENCES=1
 ARTIFACTS = (Path(__file__).resolve().parents[2] / "artifacts"
              if os.environ.get("LIVETRANS_UPDATE_REFERENCES") == "1"
@@ -190,15 +188,6 @@ def test_with_keys_anything_but_the_current_talks_token_is_401() -> None:
 
 
 # -- real clients: Chromium draws the route's SVG, zxing-cpp reads it ------------------------
-@pytest.fixture(scope="module")
-def chromium():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-        yield browser
-        browser.close()
-
-
 @needs_chromium
 def test_the_routes_svg_drawn_by_chromium_decodes_to_the_viewer_link(chromium) -> None:
     client = _client([KEY], public_url="https://captions.example.org")

@@ -34,8 +34,6 @@ ARTIFACTS.mkdir(parents=True, exist_ok=True)
 KEY = "watch-test-key"
 ROOM = "keynote-1"
 LANGS = ["de", "ja"]
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run"]
 WAIT_MS = 300_000  # generous: a bound against hanging, never a latency assertion
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None,
@@ -62,15 +60,6 @@ def has_watch_route(server: LiveServer) -> bool:
     except InvalidStatus:
         return False
     return True
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-        yield browser
-        browser.close()
 
 
 def asr_events(data_dir: Path, utterances: int = 3, partials: int = 3) -> list[dict]:

@@ -24,8 +24,6 @@ import pytest
 from tests.conftest import LiveServer
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run"]
 SCREENSHOTS = Path(tempfile.gettempdir()) / "livetrans-screenshots"
 KEY = "after-talk-key"
 ROOM = "hall-b"
@@ -41,15 +39,6 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None,
 def server():
     with LiveServer(api_keys=[KEY], max_source_chars=2000, queue_size=64) as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-        yield browser
-        browser.close()
 
 
 def _room_token(server: LiveServer) -> str:
