@@ -103,6 +103,24 @@ class RedisSentinel(RedisProgram):
         self.cli("SENTINEL", "failover", self.SERVICE)
 
 
+def wait_synced(primary: RedisServer, replica: RedisServer, timeout: float = 30.0) -> None:
+    """Until the replica is synced on both sides: its link to the primary is up, and the
+    primary counts it online (``ROLE`` lists it only once its first ``REPLCONF ACK``
+    came, up to a second after the replica's link is up: a write before that finds the
+    primary alone)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        link = replica.cli("INFO", "replication").get("master_link_status")
+        first = primary.cli("INFO", "replication").get("slave0") or {}
+        online = (first.get("state") == "online" if isinstance(first, dict)
+                  else "state=online" in str(first))
+        if link == "up" and online:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError("the replica did not sync")
+        time.sleep(0.1)
+
+
 @contextmanager
 def sentinel_watching_a_pair(workdir: Path) -> Iterator[RedisSentinel]:
     """Debian's redis-sentinel watching a primary and its synced replica, ready to fail
@@ -117,11 +135,7 @@ def sentinel_watching_a_pair(workdir: Path) -> Iterator[RedisSentinel]:
         watcher = RedisSentinel(workdir / "sentinel", primary.port)
         watcher.start()
         watcher.wait_for_replicas(1)
-        deadline = time.monotonic() + 30  # the replica has the primary's data (synced)
-        while replica.cli("INFO", "replication").get("master_link_status") != "up":
-            if time.monotonic() > deadline:
-                raise RuntimeError("the replica did not sync")
-            time.sleep(0.1)
+        wait_synced(primary, replica)  # the replica has the primary's data
         watcher.replica_port = replica.port
         watcher.servers = {primary.port: primary, replica.port: replica}
         yield watcher

@@ -5,7 +5,6 @@ wait for the replicas that exist (real redis-server)."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from app.rooms.redis_client import (
     unavailable,
 )
 from app.settings import Settings
-from tests.redis_server import RedisServer, redis_server
+from tests.redis_server import RedisServer, redis_server, wait_synced
 
 
 @pytest.mark.parametrize("exc", [
@@ -136,10 +135,7 @@ def test_a_primary_with_a_replica_waits_for_its_copy(tmp_path: Path) -> None:
         replica = RedisServer(tmp_path / "replica", replica_of=primary.port)
         replica.start()
         try:
-            deadline = time.monotonic() + 30
-            while replica.cli("INFO", "replication").get("master_link_status") != "up":
-                assert time.monotonic() < deadline, "the replica did not sync"
-                time.sleep(0.1)
+            wait_synced(primary, replica)
 
             async def write() -> bool:
                 client = connect(primary.url, max_connections=2)
