@@ -1,5 +1,5 @@
 """A UDP port range, as ``serve --whip-udp-ports 50000-50100`` names it: the ports a
-container's host publishes, which WHIP's ICE sockets bind within (``app.live.whip_ice``).
+container's host publishes, which WHIP's ICE sockets bind within (``app.live.whip.ice``).
 Pure Python, so the settings can check a range without aiortc installed."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from asgi_correlation_id import CorrelationIdMiddleware, correlation_id
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 
-from app.api import chat, hls, live, models, realtime, transcripts, watch, whip
+from app.api import chat, hls, live, models, realtime, transcripts, watch
 from app.api import qr as qr_codes
 from app.api import viewer_tokens as room_viewer_tokens
 from app.api.errors import error_response, install_error_handlers
@@ -40,6 +40,7 @@ from app.api.state import ServerState
 from app.engine.engine import Engine
 from app.engine.scheduler import PRIORITY_NAMES, SchedulerConfig
 from app.engine.worker import EngineWorker, client_identity
+from app.live.whip import route as whip
 from app.loader import load_model
 from app.model_files import DEFAULT_MODEL_ID, model_id_for, resolve_model_path
 from app.settings import Settings
@@ -104,11 +105,11 @@ def _load_engine(state: ServerState) -> str | None:
         from app.translation.drafting import ChainBuilder
 
         chains = ChainBuilder.from_settings(settings, runtime)
-        state.worker = worker
+        backend = state.backend = LlamaRunner(worker)  # the seam: app.translation.backend
         state.served_langs = served.langs or model.served_languages
         state.langs_given = served.langs is not None
         state.translator = Translator(
-            LlamaRunner(worker), fmt, state.sessions, chain_factory=chains.build,
+            backend, fmt, state.sessions, chain_factory=chains.build,
             chat_renderer=model.render_chat, max_context_chars=settings.max_context_chars)
         log.info("model %s loaded in %.1fs (prompt format: %s, drafters: %s, %d sequences)",
                  model.path.name, time.perf_counter() - t0, fmt.name, chains.describe(),
@@ -215,8 +216,8 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         await _open_rooms(state)
         yield
         state.stop_taking_work()
-        if state.worker is not None:
-            await state.worker.shutdown(settings.shutdown_grace_s)
+        if state.backend is not None:
+            await state.backend.shutdown(settings.shutdown_grace_s)
         state.speech.close()
         state.voices.close()
         # the live connections have ended their talks: their pushes deliver what is left

@@ -5,6 +5,10 @@ Layers, bottom up: ``drafters`` (pure drafting) < ``app.engine`` (the model) < t
 ``app.live`` (the live-caption subsystem) < ``app.api`` (routes, with ``app.api.http`` for
 middleware) < the composition roots ``app.server`` and ``app.cli``. ``eval`` and
 ``clients`` are tools on top. The map is docs/architecture.md.
+A feature package keeps its HTTP route beside it, as ``route.py`` (WHIP's in
+``app.live.whip``, the audience links' in ``app.rooms.audience``): the package sits in the
+layer of what it does, its ``route`` module in the API layer, so the package itself never
+imports its route; the server mounts it.
 An AST read of every module: imports inside functions count too (a lazy import is still a
 dependency); imports under ``if TYPE_CHECKING:`` do not.
 
@@ -66,6 +70,11 @@ def _graph() -> dict[str, set[str]]:
     return graph
 
 
+def _is_feature_route(module: str) -> bool:
+    """A feature package's route (``app.live.whip.route``): in the API layer."""
+    return module.startswith("app.") and module.rsplit(".", 1)[-1] == "route"
+
+
 def _layer(module: str) -> int:
     if module.startswith("drafters"):
         return 0
@@ -73,7 +82,7 @@ def _layer(module: str) -> int:
         return 1
     if module in ROOTS:
         return 5
-    if module.startswith("app.api"):
+    if module.startswith("app.api") or _is_feature_route(module):
         return 4
     if module.startswith("app.live"):
         return 3

@@ -3,11 +3,11 @@
 
 An offer is checked as text first (``check_offer``: size, UTF-8, SDP, sound with a codec
 the server decodes), so each refusal says what was wrong before aiortc sees it. What
-aiortc then sees of it, and the answer's shape, are ``app.live.whip_sdp``'s: sound (and,
+aiortc then sees of it, and the answer's shape, are ``app.live.whip.sdp``'s: sound (and,
 for a call, its data channel) answered, everything else declined in place. ICE uses the
 host's own addresses; STUN or TURN servers only when the operator names them
 (``serve --whip-ice-server``); ``--whip-udp-ports`` bounds the sockets to a published
-range (``app.live.whip_ice``) and ``--whip-public-ip`` is the address the answer gives.
+range (``app.live.whip.ice``) and ``--whip-public-ip`` is the address the answer gives.
 
 aiortc is imported only when a peer is made, so the server runs without the speech extra.
 """
@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from app.live.whip_sdp import (
+from app.live.whip.sdp import (
     AUDIO_CODECS,
     advertise_address,
     assemble_answer,
@@ -106,7 +106,7 @@ async def answer_offer(pc: Any, sdp: str, ice: IceOptions, *, data_channels: boo
         for track in send:
             pc.addTrack(track)
         if ice.ports is not None:
-            from app.live.whip_ice import bind_within
+            from app.live.whip.ice import bind_within
 
             bind_within(pc, ice.ports)
         await pc.setLocalDescription(await pc.createAnswer())

@@ -1,11 +1,12 @@
 """What a speaker's connection needs of its socket: the seam between the live subsystem
 and its transports.
 
-Starlette's ``WebSocket`` is one (``WebSocket /v1/live``); ``app.live.whip.WhipSocket``
-is another, with no network behind it (a WHIP publisher's audio, framed as a live
-speaker's). Messages in are ASGI WebSocket messages (``{"type": "websocket.receive",
-"text" | "bytes": ...}`` or ``{"type": "websocket.disconnect"}``); frames out are the
-encoded JSON frames of API.md, and binary frames of a connection's voices.
+Starlette's ``WebSocket`` is one (``WebSocket /v1/live``);
+``app.live.whip.session.WhipSocket`` is another, with no network behind it (a WHIP
+publisher's audio, framed as a live speaker's). Messages in are ASGI WebSocket messages
+(``{"type": "websocket.receive", "text" | "bytes": ...}`` or ``{"type":
+"websocket.disconnect"}``); frames out are the encoded JSON frames of API.md, and binary
+frames of a connection's voices.
 """
 
 from __future__ import annotations

@@ -245,7 +245,7 @@ def test_a_whip_publisher_and_its_delete_through_the_gateway_to_two_replicas(
 
     from aiortc import RTCPeerConnection, RTCSessionDescription
 
-    from app.live.whip_sdp import host_candidate_ports
+    from app.live.whip.sdp import host_candidate_ports
 
     ranges = {free_port(): "50000-50019", free_port(): "50020-50039"}
     with redis_server(tmp_path / "redis") as redis:

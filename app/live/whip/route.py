@@ -7,9 +7,10 @@ their sound straight into a room (API.md, "Where events happen").
     DELETE <Location>                       -> 200: the talk ends as 'stop' ends it
                                                (only with the key that published it)
 
-The session is the live subsystem's (``app.live.whip``); this route checks the request,
-composes the speaker's ``start`` from the query (as data: JSON, validated by the live
-connection like any speaker's) and turns a refusal into an OpenAI-shaped HTTP error.
+The session is ``session.py`` beside it (``app.live.whip.session``); this route checks
+the request, composes the speaker's ``start`` from the query (as data: JSON, validated by
+the live connection like any speaker's) and turns a refusal into an OpenAI-shaped HTTP
+error.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from app.api.state import ServerState
 from app.live.connection import serve
 from app.live.messages import MAX_TARGET_LANGS
 from app.live.peer import IceOptions, OfferError, check_offer
-from app.live.whip import PCM_RATE, SessionRefused
+from app.live.whip.session import PCM_RATE, SessionRefused
 from app.rooms.registry import valid_room
 
 router = APIRouter()

@@ -11,11 +11,11 @@ way. The frames the server sends back (``ready``, captions, errors, ``done``) ar
 for the session's state: the route answers the POST once ``ready`` (201) or a refusal
 (its error, as HTTP) arrives.
 
-What aiortc sees of the offer, and the answer's shape, are ``app.live.whip_sdp``'s: only
+What aiortc sees of the offer, and the answer's shape, are ``app.live.whip.sdp``'s: only
 the sound is answered, every other section is declined in place (so OBS's AV1 or HEVC
 video costs nothing and refuses nothing). ICE uses the host's own addresses; STUN or TURN
 servers only when the operator names them (``serve --whip-ice-server``); in a container,
-``--whip-udp-ports`` bounds its sockets to the published range (``app.live.whip_ice``) and
+``--whip-udp-ports`` bounds its sockets to the published range (``app.live.whip.ice``) and
 ``--whip-public-ip`` is the address the answer gives. The session ends with ``DELETE`` on
 its resource (by the API key that published it), when the peer connection fails or
 closes, or when the track ends: each of these stops the talk as ``stop`` does (the segment

@@ -1,8 +1,8 @@
 """What aiortc sees of a WHIP offer and the answer the publisher gets
-(``app.live.whip_sdp``): an OBS offer's video, of any codec, is declined in its place and
+(``app.live.whip.sdp``): an OBS offer's video, of any codec, is declined in its place and
 never reaches aiortc; static payload types count without ``a=rtpmap``; transport attributes
 of a declined section are kept; ``--whip-public-ip`` rewrites the host candidates. The
-same offers against a real server are ``tests/app/api/test_whip.py``."""
+same offers against a real server are ``tests/app/live/whip/test_route.py``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.live.peer import OfferError, check_offer
-from app.live.whip_sdp import (
+from app.live.whip.sdp import (
     Description,
     Section,
     advertise_address,

@@ -1,4 +1,4 @@
-"""WHIP's ICE sockets within ``--whip-udp-ports`` (``app.live.whip_ice``): a real aiortc
+"""WHIP's ICE sockets within ``--whip-udp-ports`` (``app.live.whip.ice``): a real aiortc
 publisher connects to an answerer whose host candidates were bound within the range, and
 a range with every port taken gives no candidate (the route refuses with
 ``no_udp_port``)."""
@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from app.live.whip_sdp import host_candidate_ports
+from app.live.whip.sdp import host_candidate_ports
 from app.port_range import PortRange
 
 aiortc = pytest.importorskip("aiortc", reason="aiortc (livetrans[speech]) is not installed")
@@ -27,7 +27,7 @@ def _range(size: int) -> PortRange:
 async def _answer(offer: str, ports: PortRange) -> tuple[object, str]:
     from aiortc import RTCPeerConnection, RTCSessionDescription
 
-    from app.live.whip_ice import bind_within
+    from app.live.whip.ice import bind_within
 
     pc = RTCPeerConnection()
     await pc.setRemoteDescription(RTCSessionDescription(sdp=offer, type="offer"))

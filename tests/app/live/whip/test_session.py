@@ -1,9 +1,9 @@
-"""The WHIP session's socket (``app.live.whip.WhipSocket``): audio a publisher sends faster
-than its talk takes it in is dropped beyond a bounded queue, and the seconds dropped reach
-the server's metrics (``livetrans_asr_dropped_audio_seconds_total``). A talk that does not
-get ready in time is cancelled with the refusal; a session is found for ``DELETE`` only by
-the key that published it. The whole WHIP path with a real WebRTC peer is
-``tests/app/api/test_whip.py``."""
+"""The WHIP session's socket (``app.live.whip.session.WhipSocket``): audio a publisher sends
+faster than its talk takes it in is dropped beyond a bounded queue, and the seconds dropped
+reach the server's metrics (``livetrans_asr_dropped_audio_seconds_total``). A talk that does
+not get ready in time is cancelled with the refusal; a session is found for ``DELETE`` only
+by the key that published it. The whole WHIP path with a real WebRTC peer is
+``tests/app/live/whip/test_route.py``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from app.live.whip import PCM_RATE, QUEUE_FRAMES, WhipSocket
+from app.live.whip.session import PCM_RATE, QUEUE_FRAMES, WhipSocket
 
 FRAME = b"\0\0" * (PCM_RATE // 50)  # 20 ms of mono s16le, an Opus frame's worth
 
@@ -48,7 +48,7 @@ def test_a_talk_that_is_not_ready_in_time_is_cancelled_not_left_to_claim_the_roo
 
 
 async def _not_ready() -> None:
-    from app.live.whip import SessionRefused, WhipSessions
+    from app.live.whip.session import SessionRefused, WhipSessions
     from tests.whip_offers import obs_offer
 
     began, ended = asyncio.Event(), asyncio.Event()
@@ -70,7 +70,7 @@ async def _not_ready() -> None:
 
 
 def test_delete_finds_only_the_publishers_own_session() -> None:
-    from app.live.whip import WhipSession, WhipSessions
+    from app.live.whip.session import WhipSession, WhipSessions
 
     sessions = WhipSessions()
     session = WhipSession("r1", WhipSocket({"type": "start"}), pc=None, owner="owner-a")
@@ -87,7 +87,7 @@ def test_a_publish_cancelled_while_its_talk_starts_ends_the_talk_too() -> None:
 
 
 async def _cancelled_publish() -> None:
-    from app.live.whip import WhipSessions
+    from app.live.whip.session import WhipSessions
     from tests.whip_offers import obs_offer
 
     began, ended = asyncio.Event(), asyncio.Event()
