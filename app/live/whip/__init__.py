@@ -14,6 +14,15 @@ The feature in one place, so a change to it reads one folder:
 
 from __future__ import annotations
 
-from app.live.whip.session import WhipSessions
+from typing import Any
 
-__all__ = ["WhipSessions"]
+
+def __getattr__(name: str) -> Any:
+    """``from app.live.whip import WhipSessions`` (the server state's import), resolved on
+    use: importing the session here eagerly would be a circle at run time, since
+    ``app.live.peer`` imports ``sdp.py`` from this package and the session imports
+    ``app.live.peer``. New code imports ``app.live.whip.session``."""
+    if name == "WhipSessions":
+        from app.live.whip.session import WhipSessions
+        return WhipSessions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
