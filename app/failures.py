@@ -7,7 +7,8 @@ code and message in an ``error`` frame naming the segment (``app.live.pipeline``
 
 Only the project's typed errors map to a 4xx or a known 5xx; anything else is a bug: a 500
 ``internal_error``, logged with its traceback once (the engine worker logs the failures of
-its jobs itself and marks them).
+its jobs itself and marks them). The errors are the translation backend seam's
+(``app.translation.backend``), whichever backend raised them.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from app.engine.engine import ContextOverflowError
-from app.engine.worker import (
+from app.translation.backend import (
+    ContextOverflowError,
     JobCancelledError,
     QueueFullError,
     SchedulerBrokenError,

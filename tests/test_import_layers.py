@@ -155,3 +155,26 @@ def test_the_tools_do_not_import_each_other() -> None:
     crossing = [f"{module} -> {dep}" for module, deps in _graph().items() for dep in deps
                 if {module.split(".")[0], dep.split(".")[0]} == {"clients", "eval"}]
     assert not crossing, "tool imports tool:\n" + "\n".join(sorted(crossing))
+
+
+# Who in ``app`` may import the llama.cpp engine (``app.engine``): the translation layer,
+# which implements the backend seam over it (``app.translation.backend_types``,
+# ``app.translation.llama_backend``), and the code that builds or configures the engine
+# itself: the composition root (``app.server``), the model loader, the CLI and its usage
+# text (CPU thread policies), and the vocabulary trimmer (it rewrites a model's vocabulary).
+ENGINE_USERS = ("app.engine", "app.translation", "app.server", "app.loader", "app.cli",
+                "app.usage", "app.vocab_trim")
+
+
+def _may_use_engine(module: str) -> bool:
+    return any(module == user or module.startswith(user + ".") for user in ENGINE_USERS)
+
+
+def test_above_the_translation_seam_nothing_imports_the_engine() -> None:
+    """``app.live``, ``app.api``, ``app.failures`` and the rest name requests, results,
+    priorities, errors, timings and health through ``app.translation.backend``, so a second
+    backend changes ``app.translation`` and the composition root, nothing above them."""
+    leaks = [f"{module} -> {dep}" for module, deps in _graph().items() for dep in deps
+             if module.startswith("app") and dep.startswith("app.engine")
+             and not _may_use_engine(module)]
+    assert not leaks, "imports of app.engine above the seam:\n" + "\n".join(sorted(leaks))

@@ -40,8 +40,7 @@ from app.api.schemas import (
     Usage,
 )
 from app.api.state import ServerState, get_state
-from app.engine.engine import GenerationResult
-from app.engine.timings import UpdateTimings, current_timings
+from app.translation.backend import GenerationResult, UpdateTimings, current_timings
 from app.translation.prompts import UnsupportedLanguageError, check_language
 from app.translation.sessions import (
     SESSION_ID_MAX_CHARS,
@@ -73,7 +72,7 @@ def _usage(result: GenerationResult) -> Usage:
 def livetrans_info(outcome: TranslationOutcome,
                    measured: UpdateTimings | None = None) -> LivetransInfo:
     """The ``livetrans`` object; every draft count in it is read from ``result.drafts``;
-    ``timings`` is where the update's time went (``app.engine.timings``)."""
+    ``timings`` is where the update's time went (``app.translation.backend.UpdateTimings``)."""
     r = outcome.result
     counts = r.drafts.summary(len(r.tokens))
     return LivetransInfo(

@@ -56,7 +56,7 @@ async def health(request: Request) -> JSONResponse:
     body: dict = {"status": status}
     if getattr(request.state, "trusted", True):
         body.update(model=state.model_id,
-                    queue_depth=state.worker.depth if state.worker else 0,
+                    queue_depth=state.backend_health().queue_depth,
                     sessions=len(state.sessions))
         if error:
             body["error"] = error
@@ -71,7 +71,7 @@ async def health(request: Request) -> JSONResponse:
 def _engine_error(state: ServerState) -> str | None:
     """One line when the engine's scheduler thread cannot continue: every job would fail,
     so the load balancer must stop sending work here."""
-    broken = state.worker.broken if state.worker is not None else None
+    broken = state.backend_health().broken
     return None if broken is None else f"engine unavailable: {broken}"
 
 
@@ -114,6 +114,6 @@ async def watch_page() -> FileResponse:
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
     state = get_state(request)
-    state.metrics.queue_depth.set(state.worker.depth if state.worker else 0)
+    state.metrics.queue_depth.set(state.backend_health().queue_depth)
     state.metrics.active_sessions.set(len(state.sessions))
     return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -1,4 +1,9 @@
-"""What the routes share: settings, the engine worker, sessions, metrics, readiness."""
+"""What the routes share: settings, the translation backend, sessions, metrics, readiness.
+
+The backend is held through its seam (``app.translation.backend.BackendService``): its
+health, queue positions and detokenizing, never the engine behind it, so the API layer
+does not import ``app.engine`` (``tests/test_import_layers.py``).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,6 @@ from fastapi import Request
 from app.api.errors import APIError, engine_unavailable
 from app.api.http.auth import Auth
 from app.api.metrics import Metrics
-from app.engine.worker import EngineWorker
 from app.live.limits import LiveLimits, limits_of
 from app.live.outputs.flushes import PushFlushes
 from app.live.realtime.webrtc import RealtimeCalls
@@ -25,6 +29,8 @@ from app.rooms.viewer_tokens import RoomViewerTokens
 from app.rooms.voice.segments import MemoryVoiceSegments, VoiceSegments
 from app.settings import Settings
 from app.speech.service import SpeechRecognition
+from app.translation.backend import BackendHealth, BackendService
+from app.translation.backend_types import IDLE
 from app.translation.sessions import SessionStore
 from app.translation.translator import Translator
 from app.voice.registry import VoiceRegistry, parse_voice_entries
@@ -37,7 +43,9 @@ class ServerState:
     metrics: Metrics = field(default_factory=Metrics)
     model_id: str = "livetrans"
     model_aliases: set[str] = field(default_factory=set)
-    worker: EngineWorker | None = None
+    # the translation backend (``app.translation.llama_backend.LlamaRunner``); None while
+    # the model loads
+    backend: BackendService | None = None
     translator: Translator | None = None
     load_error: str | None = None
     auth: Auth = field(default_factory=Auth)
@@ -97,10 +105,10 @@ class ServerState:
             settings=self.settings, limits=limits_of(self), sessions=self.sessions,
             speech=self.speech, rooms=self.rooms, connections=self.live_connections,
             translate=lambda *args, **kwargs: self.translator.translate(*args, **kwargs),
-            next_seq=lambda: self.worker.next_seq(),
-            overload=lambda: self.worker.overload() if self.worker is not None else None,
-            detokenize=lambda ids: self.worker.engine.rt.detokenize(ids),
-            token_bytes=lambda token: self.worker.engine.rt.token_bytes(token),
+            next_seq=lambda: self.backend.next_seq(),
+            overload=lambda: self.backend.overload() if self.backend is not None else None,
+            detokenize=lambda ids: self.backend.detokenize(ids),
+            token_bytes=lambda token: self.backend.token_bytes(token),
             ready=lambda: self.ready, shutting_down=lambda: self.shutting_down,
             unserved=self.unserved, bus=self.bus, recorder=self.recorder,
             room_tokens=self.viewer_tokens,
@@ -163,7 +171,7 @@ class ServerState:
         while the engine cannot run generations (its scheduler thread is broken)."""
         if self.shutting_down:
             raise APIError(503, "Server is shutting down.", code="shutting_down")
-        broken = self.worker.broken if self.worker is not None else None
+        broken = self.backend_health().broken
         if broken is not None:
             raise engine_unavailable(broken)
         if self.translator is None:
@@ -171,6 +179,10 @@ class ServerState:
             raise APIError(503, f"Not ready: {reason}.", code="not_ready",
                            headers={"Retry-After": "2"})
 
+
+    def backend_health(self) -> BackendHealth:
+        """The backend's queue depth and whether it can run jobs (idle while it loads)."""
+        return self.backend.health() if self.backend is not None else IDLE
 
     def unserved(self, langs: dict[str, str]) -> tuple[str, str] | None:
         """The first ``(param, lang)`` of ``langs`` (param -> language) that this server

@@ -24,15 +24,21 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from app.engine.engine import ContextOverflowError, Engine, GenerationRequest, GenerationResult
-from app.engine.scheduler import (
+from app.engine.jobs import (
     PRIORITY_FINAL,
     PRIORITY_PARTIAL,
     PRIORITY_REQUEST,
+    JobCancelledError,
+    QueueFullError,
+    ServerBusyError,
+    WorkerStoppedError,
+    client_identity,
+)
+from app.engine.scheduler import (
     GenerationFailedError,
     SchedulerBrokenError,
     SchedulerConfig,
@@ -51,27 +57,6 @@ __all__ = ["PRIORITY_FINAL", "PRIORITY_PARTIAL", "PRIORITY_REQUEST", "CALLER_ERR
 log = logging.getLogger("livetrans.worker")
 
 T = TypeVar("T")
-
-# Who a job is for (an API key's hash, a connection): fair share between clients. Set by
-# the routes; asyncio tasks inherit it.
-client_identity: ContextVar[str | None] = ContextVar("livetrans_client", default=None)
-
-
-class QueueFullError(RuntimeError):
-    """The engine is at capacity (the HTTP layer answers 429)."""
-
-
-class ServerBusyError(QueueFullError):
-    """Queued work already waits longer than the queue-time bound (HTTP 429, ``busy``)."""
-
-
-class JobCancelledError(RuntimeError):
-    """The job was cancelled or superseded before it ran."""
-
-
-class WorkerStoppedError(RuntimeError):
-    """The worker is shutting down and takes no more work."""
-
 
 # The project's own typed input errors: the caller's fault, forwarded without a traceback.
 # Anything else a job raises (a ValueError from numpy, a UnicodeEncodeError from the

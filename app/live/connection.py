@@ -35,7 +35,6 @@ from typing import Any
 
 from fastapi import WebSocketDisconnect
 
-from app.engine.worker import client_identity
 from app.live.audio import AudioFrameError, AudioInput
 from app.live.frames import FrameError, encode_frame, log_unexpected, parse_frame, safe_echo
 from app.live.limits import (
@@ -66,6 +65,7 @@ from app.rooms.registry import RoomTakenError
 from app.speech.service import SpeechBusyError, SpeechUnavailableError
 from app.speech.whisper_stream import StreamingWhisper
 from app.supervision import reraise_lost_cancel
+from app.translation.backend import client_identity
 from app.translation.sessions import Session, SessionStoreFullError
 
 log = logging.getLogger("livetrans.live")

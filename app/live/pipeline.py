@@ -25,20 +25,21 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.engine.engine import GenerationResult
-from app.engine.timings import UpdateTimings, current_timings
-from app.engine.worker import (
-    PRIORITY_FINAL,
-    PRIORITY_PARTIAL,
-    JobCancelledError,
-    QueueFullError,
-)
 from app.failures import describe_failure
 from app.live.frames import log_unexpected
 from app.live.publisher import CaptionPublisher, ConnectionGone
 from app.live.queue import SegmentQueue, Update
 from app.live.services import LiveServices
 from app.supervision import reraise_lost_cancel
+from app.translation.backend import (
+    PRIORITY_FINAL,
+    PRIORITY_PARTIAL,
+    GenerationResult,
+    JobCancelledError,
+    QueueFullError,
+    UpdateTimings,
+    current_timings,
+)
 from app.translation.commit_policy import CommitStep, SegmentCommits
 from app.translation.commits import Commit
 from app.translation.display import DisplayPolicy, Translation, display_policy, display_unit

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.engine.engine import GenerationResult
 from app.live.limits import LiveLimits
 from app.live.outputs.flushes import PushFlushes
 from app.rooms.bus import RoomBus
@@ -25,6 +24,7 @@ from app.rooms.viewer_tokens import RoomViewerTokens
 from app.rooms.voice.segments import VoiceSegments
 from app.settings import Settings
 from app.speech.service import SpeechRecognition
+from app.translation.backend import GenerationResult
 from app.translation.sessions import SessionStore
 from app.translation.translator import TranslationOutcome
 from app.voice.registry import VoiceRegistry

@@ -7,7 +7,9 @@ generation alone, computed on the caller's thread inside ``generate`` (it never 
 so ``run_to_end`` drives a job over it without an event loop). Tokens come from the
 engine's runtime (``LlamaRuntime``, whose vocabulary is thread-safe). ``LlamaRunner`` runs
 translation jobs on the ``EngineWorker``: each job gets a ``LlamaBackend`` over its
-``ScheduledEngine``.
+``ScheduledEngine``; it is also the server's ``BackendService`` (health, queue positions,
+detokenizing outside a job, shutdown), so nothing above ``app.translation`` holds the
+worker.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TypeVar
 
 from app.engine.engine import Engine, GenerationRequest, GenerationResult
 from app.engine.worker import PRIORITY_REQUEST, EngineWorker, ScheduledEngine
+from app.translation.backend_types import BackendHealth
 
 T = TypeVar("T")
 
@@ -62,7 +65,7 @@ class StandaloneLlamaBackend(_LlamaTokens):
 
 
 class LlamaRunner:
-    """A ``BackendRunner`` on the ``EngineWorker``: a job is a task on the event loop and
+    """A ``BackendService`` on the ``EngineWorker``: a job is a task on the event loop and
     its generations join the step scheduler's batched forward passes."""
 
     def __init__(self, worker: EngineWorker) -> None:
@@ -78,3 +81,21 @@ class LlamaRunner:
         return await self.worker.submit(on_engine, priority=priority, cancel=cancel,
                                         bypass_limit=bypass_limit, started=started,
                                         seq=queue_seq)
+
+    def health(self) -> BackendHealth:
+        return BackendHealth(queue_depth=self.worker.depth, broken=self.worker.broken)
+
+    def overload(self) -> str | None:
+        return self.worker.overload()
+
+    def next_seq(self) -> int:
+        return self.worker.next_seq()
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return self.worker.engine.rt.detokenize(tokens)
+
+    def token_bytes(self, token: int) -> bytes:
+        return self.worker.engine.rt.token_bytes(token)
+
+    async def shutdown(self, timeout: float) -> None:
+        await self.worker.shutdown(timeout)

@@ -41,6 +41,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.engine.engine import StepReport
+from app.engine.jobs import (  # noqa: F401 - re-exported (app.engine.scheduler)
+    PRIORITY_FINAL,
+    PRIORITY_NAMES,
+    PRIORITY_PARTIAL,
+    PRIORITY_REQUEST,
+)
 from app.engine.kv_slots import KvSlots, SeqKV
 from app.engine.sched.errors import job_error
 from app.engine.sequence import Phase, SequenceGeneration
@@ -51,13 +57,9 @@ log = logging.getLogger("livetrans.scheduler")
 # steps as app.supervision.BACKOFF_S, which the engine layer cannot import).
 RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
-# Job priorities. Finals rank first; partials and HTTP requests share one rank (fair share
-# decides among them), but keep their own label for metrics and shutdown.
-PRIORITY_FINAL = 0
-PRIORITY_REQUEST = 1
-PRIORITY_PARTIAL = 2
-PRIORITY_NAMES = {PRIORITY_FINAL: "final", PRIORITY_REQUEST: "request",
-                  PRIORITY_PARTIAL: "partial"}
+# Job priorities (``app.engine.jobs``): finals rank first; partials and HTTP requests share
+# one rank (fair share decides among them), but keep their own label for metrics and
+# shutdown.
 
 _UNLIMITED = 1 << 30  # no cap on a sequence's drafter proposals
 

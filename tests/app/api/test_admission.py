@@ -47,7 +47,7 @@ def test_live_sessions_beyond_the_limit_are_refused_with_busy(server) -> None:
 
 
 def test_requests_are_refused_while_queued_work_waits_too_long(server) -> None:
-    hold = EngineHold(server.app.state.livetrans.worker)
+    hold = EngineHold(server.app.state.livetrans.backend.worker)
     hold.start()
     gate = hold.gate
     try:

@@ -33,7 +33,7 @@ def test_non_streamed_translation(openai_client, live_server) -> None:
     assert r.usage.completion_tokens == info["new_tokens"] + info["accepted_tokens"]
     assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
     # usage counts the tokens produced: the text re-tokenizes to that many tokens
-    rt = live_server.app.state.livetrans.worker.engine.rt
+    rt = live_server.app.state.livetrans.backend.worker.engine.rt
     assert len(rt.tokenize(" " + text)) == r.usage.completion_tokens
 
 

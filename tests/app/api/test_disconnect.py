@@ -25,7 +25,7 @@ def server_errors(caplog):
 
 def test_disconnect_mid_stream_cancels_generation(live_server, server_errors) -> None:
     state = live_server.app.state.livetrans
-    engine, worker = state.worker.engine, state.worker
+    engine, worker = state.backend.worker.engine, state.backend.worker
     body = {"model": "default", "stream": True, "max_tokens": 400,
             "messages": [{"role": "user", "content": "Write a very long story about a dragon."}]}
     with httpx.stream("POST", live_server.url + "/v1/chat/completions", json=body,
@@ -59,7 +59,7 @@ def test_disconnect_of_a_non_streaming_request_leaves_the_batch(live_server,
     import socket
 
     state = live_server.app.state.livetrans
-    engine = state.worker.engine
+    engine = state.backend.worker.engine
     cancelled_before = engine.finish_reasons["cancelled"]
     count = ", ".join(str(i) for i in range(1, 30))
     body = ('{"model": "default", "max_tokens": 400, "messages": [{"role": "user", '
@@ -69,7 +69,7 @@ def test_disconnect_of_a_non_streaming_request_leaves_the_batch(live_server,
                  b"Content-Type: application/json\r\nContent-Length: "
                  + str(len(body)).encode() + b"\r\n\r\n" + body)
     deadline = time.monotonic() + 30
-    while state.worker.busy_since is None and time.monotonic() < deadline:
+    while state.backend.worker.busy_since is None and time.monotonic() < deadline:
         time.sleep(0.005)  # the request is decoding
     time.sleep(0.3)
     passes_at_disconnect = engine.forward_passes

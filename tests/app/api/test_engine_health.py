@@ -31,7 +31,7 @@ def _chat(server: LiveServer) -> httpx.Response:
 
 
 def test_a_failure_in_the_scheduler_loop_is_counted_and_requests_still_complete(server):
-    scheduler = server.state.worker.scheduler
+    scheduler = server.state.backend.worker.scheduler
     observe, fired = scheduler.on_step, []
 
     def fail_once(*args) -> None:
@@ -54,7 +54,7 @@ def test_a_failure_in_the_scheduler_loop_is_counted_and_requests_still_complete(
 
 
 def test_a_broken_scheduler_turns_health_503_and_ends_waiting_work_with_an_error(server):
-    scheduler = server.state.worker.scheduler
+    scheduler = server.state.backend.worker.scheduler
     scheduler.config.restart_backoff_s = (0.01,)
 
     def always_fail(*_args) -> None:

@@ -24,7 +24,7 @@ def small_server():
 
 def _block(server) -> threading.Event:
     """Holds the engine (in one pass) until the returned event is set (at most 60 s)."""
-    hold = EngineHold(server.app.state.livetrans.worker)
+    hold = EngineHold(server.app.state.livetrans.backend.worker)
     hold.start()
     return hold.gate
 

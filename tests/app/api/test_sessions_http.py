@@ -15,7 +15,7 @@ def _post(live_server, text: str, **extra) -> httpx.Response:
 
 
 def test_display_text_hides_exactly_mask_k_tokens_of_non_finals(live_server) -> None:
-    rt = live_server.app.state.livetrans.worker.engine.rt
+    rt = live_server.app.state.livetrans.backend.worker.engine.rt
     for k in (0, 3, 5):
         sid = f"mask-{k}"
         r = _post(live_server, "The new bridge across the river", session_id=sid, mask_k=k)

@@ -41,13 +41,16 @@ def test_a_failed_load_is_named_and_shutting_down_is_its_own_503() -> None:
 
 
 def test_a_broken_engine_is_a_503_naming_why_and_health_says_error() -> None:
-    """No model needed: a worker whose scheduler cannot continue (the real thing is in
-    test_engine_health.py)."""
+    """No model needed: a backend whose scheduler cannot continue (the real thing is in
+    test_engine_health.py); the server reads it through the seam's health view."""
     from types import SimpleNamespace
+
+    from app.translation.backend import BackendHealth
 
     app = create_app(Settings())
     reason = "the scheduler loop failed 6 times in a row (last: RuntimeError: boom)"
-    app.state.livetrans.worker = SimpleNamespace(broken=reason, depth=0)
+    app.state.livetrans.backend = SimpleNamespace(
+        health=lambda: BackendHealth(queue_depth=0, broken=reason))
     client = TestClient(app, base_url=LOOPBACK)
     r = client.post("/v1/chat/completions", json=BODY)
     assert r.status_code == 503 and r.json()["error"]["code"] == "engine_unavailable"

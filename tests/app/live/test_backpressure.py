@@ -161,7 +161,7 @@ def test_shutdown_answers_every_accepted_final_before_it_closes() -> None:
         config = server.server.config
         config.ws_ping_interval, config.ws_ping_timeout = PING_INTERVAL_S, PING_TIMEOUT_S
         loop = server.server.servers[0].get_loop()
-        hold = EngineHold(server.state.worker)
+        hold = EngineHold(server.state.backend.worker)
 
         async def main() -> tuple[list[int], list[dict], int | None]:
             msgs: list[dict] = []

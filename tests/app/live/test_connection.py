@@ -178,7 +178,7 @@ def test_partial_for_a_finished_segment_is_an_error(live_server) -> None:
 
 def _engine_blocker(live_server):  # noqa: ANN202 - (Event, EngineHold)
     """A hold that, once started, keeps the engine in one pass until the event is set."""
-    hold = EngineHold(live_server.app.state.livetrans.worker)
+    hold = EngineHold(live_server.app.state.livetrans.backend.worker)
     return hold.gate, hold
 
 
