@@ -26,7 +26,6 @@ from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 
 from app.api import chat, hls, live, models, realtime, transcripts, watch
-from app.api import qr as qr_codes
 from app.api import viewer_tokens as room_viewer_tokens
 from app.api.errors import error_response, install_error_handlers
 from app.api.http.auth import Auth, invalid_api_key
@@ -43,6 +42,7 @@ from app.engine.worker import EngineWorker, client_identity
 from app.live.whip import route as whip
 from app.loader import load_model
 from app.model_files import DEFAULT_MODEL_ID, model_id_for, resolve_model_path
+from app.rooms.audience import route as qr_codes
 from app.settings import Settings
 from app.startup_log import ReadyLine, describe_served, progress
 from app.translation.llama_backend import LlamaRunner

@@ -396,7 +396,7 @@ class ServerSettings(BaseSettings):
     def _public_url(cls, value: str | None) -> str | None:
         if value is None or not value.strip():
             return None
-        from app.rooms.audience_link import check_base_url
+        from app.rooms.audience.links import check_base_url
 
         return check_base_url(value)  # BadBaseURL is a ValueError: one line
 

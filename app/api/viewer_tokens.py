@@ -35,7 +35,7 @@ from app.api.errors import APIError
 from app.api.state import ServerState
 from app.api.viewer_routes import viewer_tokens_unavailable
 from app.live.frames import safe_echo
-from app.rooms.audience_link import BadBaseURL, public_base, viewer_link
+from app.rooms.audience.links import BadBaseURL, public_base, viewer_link
 from app.rooms.registry import ROOM_MAX_CHARS, valid_room
 from app.rooms.viewer_tokens import (
     DEFAULT_EXPIRES_IN_S,

@@ -4,7 +4,7 @@
 
 answers an SVG QR code of the caption screen's link for that language of the room
 (``/watch?room=keynote-1&lang=de``, plus a viewer token where the server has API keys),
-under the server's public URL (``app.rooms.audience_link``). The link itself is in the
+under the server's public URL (``links.py`` beside it). The link itself is in the
 ``X-Livetrans-Link`` header, so a page can print it under the code, and a room token's
 expiry (unix seconds) in ``X-Livetrans-Expires``, so a poster can say until when it works.
 
@@ -48,7 +48,7 @@ from app.api.viewer_routes import (
     no_viewer_access,
     room_access,
 )
-from app.rooms.audience_link import (
+from app.rooms.audience.links import (
     BadBaseURL,
     CurrentTalk,
     current_talk,
@@ -66,7 +66,7 @@ PATH = "/v1/rooms/{room}/qr"
 PRINT_PATH = "/live/print"
 SCRIPT_PATH = "/pages/qr.js"
 RETRY_AFTER_S = 5
-_STATIC = Path(__file__).resolve().parents[1] / "static"
+_STATIC = Path(__file__).resolve().parents[2] / "static"  # app/static
 
 
 @router.get(

@@ -1,7 +1,7 @@
 """Audience links without a server: the public base, the viewer link, the QR code's SVG
-(drawn again by segno's PNG writer from the same data and decoded by zxing-cpp; the
-route's own SVG is decoded from Chromium's pixels in tests/app/api/test_qr.py) and which
-talk a room has now."""
+(drawn again by segno's PNG writer from the same data and decoded by zxing-cpp; the route's
+own SVG is decoded from Chromium's pixels in tests/app/rooms/audience/test_route.py) and
+which talk a room has now."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import segno
 
-from app.rooms.audience_link import (
+from app.rooms.audience.links import (
     BadBaseURL,
     CurrentTalk,
     check_base_url,
