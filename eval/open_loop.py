@@ -13,12 +13,14 @@ last answer arrived, skipped partials counted). Latency runs from when the words
 (the scheduled time) to when their caption arrived.
 
 For each file (the GGUF, and the trimmed copy with ``--trimmed``) and speaker count:
-llama-server AR (``-np S``, a slot a speaker), livetrans AR and livetrans SSBD
-(``--parallel S``), one after another on the same sentences (the order turned at each
-count), each with p50/p90/p99 of update -> caption and final -> final caption, the partials
-skipped, the errors, and the quality of the same run (chrF of the finals with a 95%
-paired-bootstrap interval against llama-server, pathological finals, NE); then the
-capacity: the most speakers within ``--partial-bound`` / ``--final-bound`` at p90.
+llama-server AR (a slot a speaker), livetrans AR and livetrans SSBD, one after another on
+the same sentences (the order turned at each count), each with p50/p90/p99 of update ->
+caption and final -> final caption, the partials skipped, the errors, and the quality of
+the same run (chrF of the finals with a 95% paired-bootstrap interval against
+llama-server, pathological finals, NE); then the capacity: the most speakers within
+``--partial-bound`` / ``--final-bound`` at p90. Both servers are sized for the most
+speakers (``-np`` / ``--parallel``) and stay up for every count, as an organiser runs one
+server for the day.
 """
 
 from __future__ import annotations
@@ -127,47 +129,57 @@ def run_open_loop(args: argparse.Namespace) -> tuple[list[str], dict]:
         print(line, file=sys.stderr, flush=True)
     report: dict = {}
     for file in files:
-        for n, speakers in enumerate(args.speakers):
-            report[(file.name, speakers)] = run_count(args, file, speakers, pool, lang,
-                                                      prompts[file], turn=n)
+        report.update(run_file(args, file, pool, lang, prompts[file]))
     return about, report
 
 
-def run_count(args: argparse.Namespace, file: Path, speakers: int, pool: Sequence[Stream],
-              lang: str, prompt: PinnedPrompt, turn: int) -> dict:
-    """Every method on one file at one speaker count, the same talk and schedule."""
-    talk = talk_of(pool, speakers, args.sentences_per_speaker)
-    scripts = scripts_of(talk, speakers, args.lag, args.period, args.stagger)
-    llama = llama_server(args.llama_server, file, speakers, args.threads, args.ctx)
-    live = livetrans_server(file, speakers, args.threads, args.ctx,
-                            shlex.split(args.serve_args), args.prompt_format)
+def run_file(args: argparse.Namespace, file: Path, pool: Sequence[Stream], lang: str,
+             prompt: PinnedPrompt) -> dict:
+    """Every speaker count and method on one file: the servers sized for the most speakers
+    (``-np`` / ``--parallel``), as an organiser runs one for the day, up for all counts."""
+    most = max(args.speakers)
+    llama = llama_server(args.llama_server, file, most, args.threads, args.ctx)
+    live = livetrans_server(file, most, args.threads, args.ctx, shlex.split(args.serve_args),
+                            args.prompt_format)
     try:
         llama.ready()
         live.ready()
         model_id = httpx.get(f"{live.url}/v1/models").json()["data"][0]["id"]
-        methods = list(args.methods)
-        methods = methods[turn % len(methods):] + methods[:turn % len(methods)]
-        runs, rows = [], {}
-        for method in methods:
-            server = llama if method == BASELINE else live
-            speaker = speaker_for(method, server.url, lang, prompt, model_id,
-                                  run_tag=f"ol{speakers}")
-            run = MethodRun(method, file.name, speakers)
-            captions, skipped = asyncio.run(drive(speaker, scripts, run))
-            runs.append(run)
-            rows[method] = {**latency_figures(captions), "sent": len(captions),
-                            "skipped": skipped, "errors": run.errors,
-                            "wall_s": round(run.wall_s, 2)}
-            print(f"{file.name} {speakers} speakers {method}: {fmt_row(rows[method])}"
-                  + (f" (first error: {run.first_error})" if run.errors else ""),
-                  file=sys.stderr, flush=True)
-        quality = summarize(runs, talk, lang)
-        for method, row in rows.items():
-            row.update({k: quality[method][k] for k in QUALITY if k in quality[method]})
-        return {m: rows[m] for m in args.methods}
+        servers = {BASELINE: llama.url, "": live.url}
+        return {(file.name, speakers): run_count(args, file.name, speakers, pool, lang,
+                                                 prompt, servers, model_id, turn=n)
+                for n, speakers in enumerate(args.speakers)}
     finally:
         llama.close()
         live.close()
+
+
+def run_count(args: argparse.Namespace, name: str, speakers: int, pool: Sequence[Stream],
+              lang: str, prompt: PinnedPrompt, servers: dict[str, str], model_id: str,
+              turn: int) -> dict:
+    """Every method at one speaker count: the same talk and schedule, one method after
+    another (the order turned at each count)."""
+    talk = talk_of(pool, speakers, args.sentences_per_speaker)
+    scripts = scripts_of(talk, speakers, args.lag, args.period, args.stagger)
+    methods = list(args.methods)
+    methods = methods[turn % len(methods):] + methods[:turn % len(methods)]
+    runs, rows = [], {}
+    for method in methods:
+        url = servers[BASELINE] if method == BASELINE else servers[""]
+        speaker = speaker_for(method, url, lang, prompt, model_id, run_tag=f"ol{speakers}")
+        run = MethodRun(method, name, speakers)
+        captions, skipped = asyncio.run(drive(speaker, scripts, run))
+        runs.append(run)
+        rows[method] = {**latency_figures(captions), "sent": len(captions),
+                        "skipped": skipped, "errors": run.errors,
+                        "wall_s": round(run.wall_s, 2)}
+        print(f"{name} {speakers} speakers {method}: {fmt_row(rows[method])}"
+              + (f" (first error: {run.first_error})" if run.errors else ""),
+              file=sys.stderr, flush=True)
+    quality = summarize(runs, talk, lang)
+    for method, row in rows.items():
+        row.update({k: quality[method][k] for k in QUALITY if k in quality[method]})
+    return {m: rows[m] for m in args.methods}
 
 
 def fmt_row(row: dict) -> str:
