@@ -28,9 +28,9 @@ from app.live.frames import log_unexpected
 from app.live.pipeline import FanOut
 from app.live.publisher import CaptionPublisher, ConnectionGone
 from app.live.queue import Update
+from app.speech.recognizer import SAMPLE_RATE, Recognizer, SpeechEvent
 from app.speech.resample import Resampler
 from app.speech.service import SpeechRecognition
-from app.speech.whisper_stream import SAMPLE_RATE, SpeechEvent, StreamingWhisper
 
 log = logging.getLogger("livetrans.live")
 
@@ -58,7 +58,7 @@ def pcm_samples(frame: bytes, max_bytes: int) -> np.ndarray:
 class AudioInput:
     """One audio speaker: frames in (``accept``), updates out (``run``)."""
 
-    def __init__(self, speech: SpeechRecognition, stream: StreamingWhisper, fan: FanOut,
+    def __init__(self, speech: SpeechRecognition, stream: Recognizer, fan: FanOut,
                  publisher: CaptionPublisher, sample_rate: int, max_backlog_s: float,
                  max_frame_bytes: int) -> None:
         self.speech = speech

@@ -62,8 +62,8 @@ from app.live.speaker_socket import SpeakerSocket
 from app.live.voices import FLUSH_S, ConnectionVoices
 from app.rooms.bus import BusUnavailable, RoomTakenOnBus
 from app.rooms.registry import RoomTakenError
+from app.speech.recognizer import Recognizer
 from app.speech.service import SpeechBusyError, SpeechUnavailableError
-from app.speech.whisper_stream import StreamingWhisper
 from app.supervision import reraise_lost_cancel
 from app.translation.backend import client_identity
 from app.translation.sessions import Session, SessionStoreFullError
@@ -461,7 +461,7 @@ class LiveConnection:
         self.publisher.pushes = pushes
         return True
 
-    async def open_speech(self, language: str) -> StreamingWhisper | None:
+    async def open_speech(self, language: str) -> Recognizer | None:
         """The recogniser's stream for an audio speaker, or None after an error frame."""
         try:
             return await self.services.speech.open_stream(language)
@@ -473,7 +473,7 @@ class LiveConnection:
             await self.error("busy", str(exc), param="input")
             return None
 
-    def start_audio(self, start: StartMessage, stream: StreamingWhisper) -> None:
+    def start_audio(self, start: StartMessage, stream: Recognizer) -> None:
         """From now on binary frames are this speaker's audio (``live_audio``)."""
         self.audio = AudioInput(self.services.speech, stream, self.fan, self.publisher,
                                 start.sample_rate or DEFAULT_SAMPLE_RATE,

@@ -1,6 +1,6 @@
 """The speech recogniser seam: what the live audio path needs from a recogniser.
 
-Two levels, each a protocol:
+Two levels, each a protocol, and the scheduling hooks between them:
 
 * ``Recognizer``: one speaker's stream. Audio in (``feed``: 16 kHz mono float32 samples),
   ``SpeechEvent``s out: the segment's ``partial`` text so far, and its ``final``;
@@ -9,6 +9,12 @@ Two levels, each a protocol:
   call at a time, on its worker thread. A recogniser that streams on its own (a cloud API,
   a model with its own endpointer) implements this directly; a diarizing recogniser wraps
   one and tells speakers apart in the events it passes on.
+* ``ScheduledRecognizer``: a ``Recognizer`` whose decodes the server's one recogniser
+  thread schedules decode by decode (``app.speech.service``, ``app.speech.decode_order``):
+  ``listen`` (take audio in, no decode), ``due``/``next_decode`` (what its VAD says it
+  needs, a ``PlannedDecode``), ``run`` (that decode) and ``partial_share`` (its share of the
+  thread for partial decodes, set by the server as speakers come and go). A plain
+  ``Recognizer`` is fed whole, one turn at a time, as an urgent turn.
 * ``Transcriber`` and ``VoiceDetector``: what the streaming logic of
   ``app.speech.whisper_stream.StreamingWhisper`` (rationed decodes of a growing buffer,
   LocalAgreement-2 partials, endpoints at pauses) needs from a model: one buffer's words
@@ -27,8 +33,8 @@ import numpy as np
 
 from app.speech.agreement import Word
 
-__all__ = ["SAMPLE_RATE", "Recognizer", "SpeechEvent", "SpeechSpan", "Transcriber",
-           "VoiceDetector", "Word"]
+__all__ = ["SAMPLE_RATE", "PlannedDecode", "Recognizer", "ScheduledRecognizer",
+           "SpeechEvent", "SpeechSpan", "Transcriber", "VoiceDetector", "Word"]
 
 SAMPLE_RATE = 16_000  # every recogniser takes 16 kHz mono float32 in [-1, 1]
 
@@ -54,6 +60,54 @@ class Recognizer(Protocol):
 
     def flush(self) -> list[SpeechEvent]:
         """The stream ended: the segment in progress becomes a final (if it holds speech)."""
+        ...
+
+
+class PlannedDecode(Protocol):
+    """One decode a scheduled stream needs (``StreamingWhisper``'s ``Decode``)."""
+
+    kind: str  # "final" | "long" | "pause" | "partial" for the faster-whisper stream
+    end: int  # the buffer's end it hears, in samples (its audio seconds, for metrics)
+
+    @property
+    def urgent(self) -> bool:
+        """A final waits for it: it goes before other speakers' partials, never thinned."""
+        ...
+
+    @property
+    def ends_segment(self) -> bool:
+        """It ends the segment: the stream may need another decode at once (the buffer
+        held another pause), so its turn asks ``next_decode`` again."""
+        ...
+
+
+@runtime_checkable
+class ScheduledRecognizer(Recognizer, Protocol):
+    """A ``Recognizer`` that lets the server's one recogniser thread choose its decodes.
+
+    ``feed`` is ``listen`` + (while ``next_decode`` says so) ``run``; the server calls the
+    three itself instead, so that decodes a final waits for go before anyone's partials
+    (``app.speech.decode_order``). Not thread-safe: one call at a time.
+    """
+
+    # the share of the recogniser's thread this stream's partial decodes may take; the
+    # server splits its partial share between the open streams (``SpeechRecognition``)
+    partial_share: float
+
+    def listen(self, samples: np.ndarray) -> None:
+        """Add audio without decoding."""
+        ...
+
+    def due(self) -> bool:
+        """Enough new audio that the VAD should look again (cheap)."""
+        ...
+
+    def next_decode(self) -> PlannedDecode | None:
+        """The decode the buffer needs now, by its VAD (a few milliseconds), or None."""
+        ...
+
+    def run(self, decode: PlannedDecode) -> list[SpeechEvent]:
+        """Carry out ``decode`` (from ``next_decode``): the events it made known."""
         ...
 
 

@@ -18,14 +18,15 @@ Many speakers on that one thread:
   partials, partials in turn, partials thinned for everyone while a turn has waited too
   long (finals never).
 * **Partial share**: a stream rations its partial decodes by its share of the thread
-  (``StreamingWhisper.partial_share``); the share is split between the open streams, so
+  (``ScheduledRecognizer.partial_share``); the share is split between the open streams, so
   partials get rarer for everyone as speakers join, instead of queueing without end.
 
 The model loads on the first audio speaker (a server without one never pays for it).
-Streams are ``Recognizer``s (``app.speech.recognizer``); ``open_stream`` makes the
-faster-whisper one. A stream with ``listen``/``due``/``next_decode``/``run`` (the
-faster-whisper one) is scheduled decode by decode; any other ``Recognizer`` is fed whole,
-one turn at a time, as an urgent turn.
+Streams are ``Recognizer``s (``app.speech.recognizer``) of the configured engine
+(``app.speech.engines``: ``whisper``, faster-whisper's ``StreamingWhisper``, by default).
+A ``ScheduledRecognizer`` (the faster-whisper one) is scheduled decode by decode through
+its written hooks (``listen``/``due``/``next_decode``/``run``, ``partial_share``); any other
+``Recognizer`` is fed whole, one turn at a time, as an urgent turn.
 """
 
 from __future__ import annotations
@@ -43,40 +44,45 @@ from typing import Any
 import numpy as np
 
 from app.speech.decode_order import BEHIND_S, choose
-from app.speech.language_id import LanguageProbe
-from app.speech.recognizer import SAMPLE_RATE, Recognizer, SpeechEvent
-from app.speech.whisper_stream import Decode, StreamingWhisper, load_whisper
+from app.speech.engines import DEFAULT_ENGINE, RecognizerOptions, engine_named
+from app.speech.recognizer import (
+    SAMPLE_RATE,
+    PlannedDecode,
+    Recognizer,
+    ScheduledRecognizer,
+    SpeechEvent,
+)
 
 log = logging.getLogger("livetrans.speech")
 
 # The share of the recogniser's thread partial decodes may take, all speakers together
 # (each stream's ``partial_share`` is this divided by the open streams).
 PARTIAL_SHARE = 0.5
-_WHOLE = Decode("whole", 0)  # a turn run whole: a flush, or a stream that is not scheduled
+
+
+@dataclass(frozen=True)
+class _WholeTurn:
+    """A turn run whole (a flush, or a stream that is not a ``ScheduledRecognizer``):
+    urgent, since nothing in it can be thinned."""
+
+    kind: str = "whole"
+    end: int = 0
+
+    @property
+    def urgent(self) -> bool:
+        return True
+
+    @property
+    def ends_segment(self) -> bool:
+        return False
+
+
+_WHOLE = _WholeTurn()
 
 
 class SpeechUnavailableError(RuntimeError):
     """This server cannot recognise speech (the speech extra is missing, or the model
     failed to load); the message says what to do, in one sentence."""
-
-
-def missing_dependency() -> str | None:
-    """Why speech input cannot work in this installation, or None when it can."""
-    try:
-        import faster_whisper  # noqa: F401
-    except ImportError:
-        return ("this server has no speech recogniser installed: "
-                "pip install 'livetrans[speech]'")
-    return None
-
-
-def pick_device(device: str) -> str:
-    """``auto`` is ``cuda`` when CTranslate2 sees a GPU, else ``cpu``."""
-    if device != "auto":
-        return device
-    import ctranslate2
-
-    return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
 
 
 class SpeechBusyError(RuntimeError):
@@ -88,11 +94,11 @@ class _Turn:
     """One speaker's request: audio to take in (or the end of its speech), and the events
     it made known, handed back through ``future`` when the turn is over."""
 
-    stream: Any
+    stream: Recognizer
     audio: np.ndarray | None  # None: the speaker stopped (flush)
     future: concurrent.futures.Future
     enqueued_at: float = field(default_factory=time.monotonic)
-    decode: Decode | None = None
+    decode: PlannedDecode | None = None
     events: list[SpeechEvent] = field(default_factory=list)
 
 
@@ -102,7 +108,10 @@ class SpeechRecognition:
     def __init__(self, model_dir: str | None = None, threads: int = 1, device: str = "auto",
                  on_decode: Callable[[float, float], None] | None = None,
                  max_speakers: int = 1, behind_s: float = BEHIND_S,
-                 window: str = "fit") -> None:
+                 window: str = "fit", engine: str = DEFAULT_ENGINE) -> None:
+        # which recogniser a stream is (``app.speech.engines``; ValueError if unknown)
+        self.engine = engine_named(engine)
+        self.options = RecognizerOptions(model_dir, threads, device, window)
         self.model_dir = model_dir
         self.window = window  # Whisper's encoder window (``app.speech.whisper_window``)
         self.threads = threads
@@ -128,12 +137,11 @@ class SpeechRecognition:
     def _load(self) -> Any:
         with self._load_lock:
             if self._model is None:
-                reason = missing_dependency()
+                reason = self.engine.missing()
                 if reason is not None:
                     raise SpeechUnavailableError(reason)
                 try:
-                    self._model = load_whisper(self.model_dir, self.threads,
-                                               pick_device(self.device))
+                    self._model = self.engine.load(self.options)
                 except SpeechUnavailableError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - reported as one sentence
@@ -141,9 +149,9 @@ class SpeechRecognition:
                         f"the speech model could not be loaded: {exc}") from None
             return self._model
 
-    async def open_stream(self, language: str) -> StreamingWhisper:
-        """A new speaker's stream, a faster-whisper ``Recognizer`` (loads the model on first
-        use, off the event loop); ``SpeechBusyError`` beyond ``max_speakers``."""
+    async def open_stream(self, language: str) -> Recognizer:
+        """A new speaker's stream, a ``Recognizer`` of the configured engine (loads the model
+        on first use, off the event loop); ``SpeechBusyError`` beyond ``max_speakers``."""
         if self.speakers >= self.max_speakers:
             raise SpeechBusyError(
                 f"server busy: {self.max_speakers} audio speakers are being recognised "
@@ -153,7 +161,7 @@ class SpeechRecognition:
             raise SpeechBusyError(
                 f"server busy: {self.max_speakers} audio speakers are being recognised "
                 "(--max-audio-speakers); retry later")
-        stream = StreamingWhisper(model=model, language=language, window=self.window)
+        stream = self.engine.open(model, language, self.options)
         self._streams.add(stream)
         self._share()
         return stream
@@ -161,9 +169,12 @@ class SpeechRecognition:
     async def detect_language(self, audio: np.ndarray,
                               allowed: Collection[str]) -> str | None:
         """The language Whisper hears in ``audio`` (16 kHz float32), among ``allowed``;
-        None without enough speech. One turn on the recogniser's thread, as a decode."""
+        None without enough speech, or when the engine cannot tell languages apart. One
+        turn on the recogniser's thread, as a decode."""
         await asyncio.to_thread(self._load)
-        events = await self._turn(LanguageProbe(self._model, audio, allowed), None)
+        if self.engine.probe is None:
+            return None
+        events = await self._turn(self.engine.probe(self._model, audio, allowed), None)
         return events[0].text if events else None
 
     def close_stream(self, stream: Recognizer) -> None:
@@ -175,7 +186,7 @@ class SpeechRecognition:
         """Split the partial share between the open streams."""
         streams = list(self._streams)
         for stream in streams:
-            if hasattr(stream, "partial_share"):
+            if isinstance(stream, ScheduledRecognizer):
                 stream.partial_share = PARTIAL_SHARE / max(1, len(streams))
 
     async def feed(self, stream: Recognizer, samples: np.ndarray) -> list[SpeechEvent]:
@@ -238,7 +249,7 @@ class SpeechRecognition:
     def _take_in(self, turn: _Turn) -> None:
         """The turn's audio into its stream, and the decode its VAD asks for (or done)."""
         stream = turn.stream
-        if turn.audio is None or not hasattr(stream, "next_decode"):
+        if turn.audio is None or not isinstance(stream, ScheduledRecognizer):
             turn.decode = _WHOLE
         else:
             stream.listen(turn.audio)
