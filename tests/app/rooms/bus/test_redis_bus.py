@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from app.rooms import outbox as outbox_module
-from app.rooms.bus import redis_bus as redis_bus_module
+from app.rooms.bus import redis_core, redis_reader
 from app.rooms.bus.base import BusUnavailable, RoomTakenOnBus, TalkInfo
 from app.rooms.bus.redis_bus import RedisBus, probe
 from app.rooms.registry import RoomRegistry, RoomTakenError
@@ -68,7 +68,7 @@ async def _until(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
 @pytest.fixture(autouse=True)
 def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(outbox_module, "RETRY_S", (0.05, 0.1, 0.2))
-    monkeypatch.setattr(redis_bus_module, "RETRY_S", (0.05, 0.1, 0.2))
+    monkeypatch.setattr(redis_reader, "RETRY_S", (0.05, 0.1, 0.2))
 
 
 @pytest.fixture()
@@ -147,7 +147,7 @@ def test_a_join_storm_shares_a_bounded_pool_of_connections(redis: RedisServer) -
 
     found, clients = asyncio.run(scenario())
     assert found == 400
-    assert clients <= redis_bus_module.MAX_CONNECTIONS + 4  # + reader, leases
+    assert clients <= redis_core.MAX_CONNECTIONS + 4  # + reader, leases
 
 
 def test_a_late_viewer_gets_the_talks_finals_from_the_stream_then_the_rest_once(
