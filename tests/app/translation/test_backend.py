@@ -12,7 +12,9 @@ import asyncio
 import pytest
 
 from app.translation.backend import (
+    BackendHealth,
     BackendRunner,
+    BackendService,
     GenerationRequest,
     GenerationResult,
     TranslationBackend,
@@ -92,6 +94,29 @@ def test_the_llama_runner_hands_each_job_a_backend_over_its_engine(engine) -> No
 
     seen = asyncio.run(LlamaRunner(InlineWorker()).run(job))  # type: ignore[arg-type]
     assert isinstance(seen, LlamaBackend) and seen.engine is engine
+
+
+def test_the_llama_runner_is_the_servers_backend_service(engine) -> None:  # noqa: ANN001
+    """What the server reads of the backend without running a job: its health (the
+    worker's queue depth and breakage), queue positions, tokens and shutdown."""
+    from types import SimpleNamespace
+
+    stopped: list[float] = []
+
+    async def shutdown(timeout: float) -> None:
+        stopped.append(timeout)
+
+    worker = SimpleNamespace(depth=3, broken="the scheduler loop failed", engine=engine,
+                             overload=lambda: "server busy", next_seq=lambda: 7,
+                             shutdown=shutdown)
+    runner: BackendService = LlamaRunner(worker)  # type: ignore[arg-type]
+    assert runner.health() == BackendHealth(queue_depth=3, broken="the scheduler loop failed")
+    assert runner.overload() == "server busy" and runner.next_seq() == 7
+    ids = engine.rt.tokenize(" Hallo Welt.")
+    assert runner.detokenize(ids) == " Hallo Welt."
+    assert b"".join(runner.token_bytes(t) for t in ids) == b" Hallo Welt."
+    asyncio.run(runner.shutdown(5.0))
+    assert stopped == [5.0]
 
 
 def test_a_job_that_suspends_is_refused_by_run_to_end() -> None:
