@@ -39,6 +39,7 @@ from app.api.state import ServerState
 from app.engine.engine import Engine
 from app.engine.scheduler import PRIORITY_NAMES, SchedulerConfig
 from app.engine.worker import EngineWorker, client_identity
+from app.live.listen import route as room_listen
 from app.live.whip import route as whip
 from app.loader import load_model
 from app.model_files import DEFAULT_MODEL_ID, model_id_for, resolve_model_path
@@ -222,6 +223,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         state.voices.close()
         # the live connections have ended their talks: their pushes deliver what is left
         await state.push_flushes.wait(state.grace_left())
+        await room_listen.close_listeners(app.state)
         await _close_rooms(state)
 
     replica = state.replica = settings.replica_id or f"{socket.gethostname()}:{settings.port}"
@@ -268,6 +270,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
     app.include_router(transcripts.router)  # ... and so does the transcript download
     app.include_router(qr_codes.router)  # ... and a room's QR codes; its printable page
     app.include_router(hls.router)  # ... and a room's HLS subtitle renditions
+    app.include_router(room_listen.router)  # ... and its voice's WebRTC listeners
     app.include_router(room_viewer_tokens.router)  # room viewer tokens (API key)
     app.include_router(whip.router)  # WHIP publishers (Bearer auth, as /v1 routes)
     app.include_router(realtime.router)  # OpenAI's realtime translation (key or secret)
@@ -276,5 +279,6 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
                              *live.router.routes, *watch.router.routes,
                              *transcripts.router.routes, *qr_codes.router.routes,
                              *room_viewer_tokens.router.routes,
-                             *whip.router.routes, *realtime.router.routes])
+                             *whip.router.routes, *realtime.router.routes,
+                             *room_listen.router.routes])
     return app

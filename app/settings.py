@@ -129,6 +129,10 @@ class ServerSettings(BaseSettings):
                                 "too_many_viewers error frame and close 1013")
     live_max_viewers_per_room: int = Field(
         500, ge=1, description="viewers of one room; more get too_many_viewers and 1013")
+    live_max_listeners: int = Field(
+        200, ge=1, description="WebRTC listeners of room voices (/v1/rooms/{room}/voice/"
+                               "{lang}/whep) per replica; more get 503 too_many_listeners "
+                               "(each costs an Opus encoder; HLS listeners are not counted)")
     live_max_audio_backlog_s: float = Field(
         30.0, gt=0, description="seconds of a speaker's audio that may wait for speech "
                                 "recognition; beyond it the socket is read no further "

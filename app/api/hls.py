@@ -146,7 +146,7 @@ def _query(token: str | None, offset: str | None, offset_s: float,
     return "?" + urlencode(params) if params else ""
 
 
-async def _playlist_talk(request: Request, room: str, lang: str, token: str | None,
+async def playlist_talk(request: Request, room: str, lang: str, token: str | None,
                          what: str) -> tuple[TalkRecord, TalkView, str | None]:
     """The talk a playlist request gets (the room's newest; with a talk's viewer token,
     the newest it admits to), whether it runs, and the room token that admitted the
@@ -197,7 +197,7 @@ async def playlist(
 ) -> Response:
     lang = check_room_and_lang(room, lang)
     offset_s = _offset(request, offset)
-    record, view, room_token = await _playlist_talk(request, room, lang, token,
+    record, view, room_token = await playlist_talk(request, room, lang, token,
                                                     "this room's subtitles")
     query = _query(token, offset, offset_s, room_token)
     try:
@@ -289,7 +289,7 @@ async def voice_playlist(
 ) -> Response:
     lang = check_room_and_lang(room, lang)
     offset_s = _offset(request, offset)
-    record, view, room_token = await _playlist_talk(request, room, lang, token,
+    record, view, room_token = await playlist_talk(request, room, lang, token,
                                                     "this room's voice")
     state = _state(request)
     track = await _voice_call(state.voice_segments().index(room, record.talk_id, lang))

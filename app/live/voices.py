@@ -10,7 +10,8 @@ audio and JSON frames interleave whole. A binary frame is a 2-byte header (the v
 
 When the talk is in a room, each voice is also the room's (``app.rooms.voice``): its
 speech is laid on the talk's clock and published as HLS audio segments that every
-replica serves (``GET /v1/rooms/{room}/voice/{lang}.m3u8``), spoken once, here.
+replica serves (``GET /v1/rooms/{room}/voice/{lang}.m3u8``), and in short live pieces to
+its WebRTC listeners on any replica (``app.live.listen``), spoken once, here.
 
 A language with no voice on this server is told once (``voice_unavailable``) and its
 captions go on; committed text a voice will not speak (overrun, an engine failure, the
@@ -27,7 +28,7 @@ from typing import Any
 from app.live.frames import log_unexpected
 from app.live.publisher import CaptionPublisher, ConnectionGone
 from app.rooms.voice.segments import VoiceSegments
-from app.rooms.voice.track import RoomVoiceTrack, VoiceSegment
+from app.rooms.voice.track import RoomVoiceTrack, VoicePiece, VoiceSegment
 from app.voice.base import VoiceUnavailable
 from app.voice.registry import VoiceRegistry
 from app.voice.stream import VoiceChunk, VoiceLoss, VoiceStream
@@ -101,7 +102,11 @@ class ConnectionVoices:
         async def ended(count: int) -> None:
             await store.end(name, talk_id, lang, count)
 
-        self.tracks[index] = RoomVoiceTrack(self.segment_s, publish, talk.clock, ended)
+        async def piece(piece: VoicePiece) -> None:
+            await store.live.put(name, lang, talk_id, piece)
+
+        self.tracks[index] = RoomVoiceTrack(self.segment_s, publish, talk.clock, ended,
+                                            on_piece=piece)
 
     def start(self) -> None:
         """Send each voice's audio from now on (after ``ready``: it describes them)."""

@@ -39,6 +39,8 @@ OPEN_PATTERNS = (re.compile(r"/v1/rooms/[^/]+/transcript"),
                  re.compile(r"/v1/rooms/[^/]+/hls/[^/]+(?:\.m3u8|/[^/]+/[^/]+\.vtt)"),
                  # ... and its voice's HLS audio renditions (app.api.hls)
                  re.compile(r"/v1/rooms/[^/]+/voice/[^/]+(?:\.m3u8|/[^/]+/[^/]+\.aac)"),
+                 # ... and its WebRTC listeners (app.live.listen.route)
+                 re.compile(r"/v1/rooms/[^/]+/voice/[^/]+/whep(?:/[^/]+)?"),
                  # ... and so does a room's QR code (app.rooms.audience.route)
                  re.compile(r"/v1/rooms/[^/]+/qr"),
                  # ... and a realtime WebRTC call: an API key or a client secret

@@ -95,3 +95,38 @@ class AacStream:
     def _frames(self, packets: list[av.Packet]) -> list[AacFrame]:
         return [AacFrame(adts_header(p.size) + bytes(p), (p.pts or 0) / RATE)
                 for p in packets]
+
+
+def adts_frames(data: bytes) -> list[bytes]:
+    """``data`` split into its ADTS frames (a trailing partial frame, or bytes without a
+    sync word, end the split: a piece holds whole frames)."""
+    frames: list[bytes] = []
+    at = 0
+    while at + 7 <= len(data) and data[at] == 0xFF and data[at + 1] & 0xF0 == 0xF0:
+        length = ((data[at + 3] & 3) << 11) | (data[at + 4] << 3) | (data[at + 5] >> 5)
+        if length < 7 or at + length > len(data):
+            break
+        frames.append(data[at:at + length])
+        at += length
+    return frames
+
+
+class AacDecoder:
+    """ADTS frames in, PCM16 mono at ``RATE`` out: a listener's side of ``AacStream``.
+    Frame by frame (no parser holding one back), so a piece is heard as soon as it came."""
+
+    def __init__(self) -> None:
+        self.codec = av.CodecContext.create("aac", "r")
+
+    def decode(self, data: bytes) -> bytes:
+        out: list[np.ndarray] = []
+        for frame in adts_frames(data):
+            try:
+                decoded = self.codec.decode(av.Packet(frame))
+            except av.error.FFmpegError:  # a damaged frame: skipped, the next one decodes
+                continue
+            out += [f.to_ndarray().reshape(-1) for f in decoded]
+        if not out:
+            return b""
+        samples = np.clip(np.concatenate(out) * 32768.0, -32768, 32767)
+        return samples.astype("<i2").tobytes()

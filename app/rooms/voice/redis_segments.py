@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 
 from app.rooms.redis_client import guarded
+from app.rooms.voice.redis_live import RedisVoiceLive
 from app.rooms.voice.segments import MAX_TRACK_BYTES, TrackIndex, pack, unpack
 from app.rooms.voice.track import VoiceSegment
 
@@ -68,6 +69,7 @@ class RedisVoiceSegments:
         self.expiry_ms = 0 if retention_s is None else int(retention_s * 1000)
         self.max_track_bytes = max_track_bytes
         self._put = client.register_script(_PUT)
+        self.live = RedisVoiceLive(client, prefix)
 
     def _key(self, room: str, talk: str, lang: str) -> str:
         return f"{self.prefix}:voice:{room}:{talk}:{lang}"

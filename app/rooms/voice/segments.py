@@ -8,6 +8,9 @@ replica) and Redis (``redis_segments.RedisVoiceSegments``, every replica of a ro
 Both are bounded: per talk and language at most ``MAX_TRACK_BYTES`` (the oldest segments
 go first: a live player wants the newest), and in all at most ``MAX_TOTAL_BYTES`` here (the
 oldest talks go first) or the transcript retention in Redis.
+
+Each store carries its live feed (``live``: ``live_feed``), the same voice in short pieces
+for listeners who want it within a second, on the same home.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from app.rooms.voice.live_feed import MemoryVoiceLive, VoiceLive
 from app.rooms.voice.track import VoiceSegment
 
 MAX_TRACK_BYTES = 64 * 1024 * 1024  # about 4 hours of one language's voice at 32 kbit/s
@@ -44,6 +48,8 @@ class TrackIndex:
 
 
 class VoiceSegments(Protocol):
+    live: VoiceLive
+
     async def put(self, room: str, talk: str, lang: str, segment: VoiceSegment) -> None: ...
 
     async def end(self, room: str, talk: str, lang: str, count: int) -> None: ...
@@ -71,6 +77,7 @@ class MemoryVoiceSegments:
         self.max_total_bytes = max_total_bytes
         self.tracks: OrderedDict[tuple[str, str, str], _Track] = OrderedDict()
         self.total = 0
+        self.live = MemoryVoiceLive()
 
     def _track(self, key: tuple[str, str, str]) -> _Track:
         track = self.tracks.get(key)

@@ -32,6 +32,7 @@ from tests.browser import CHROMIUM, chromium_args
 from tests.conftest import LiveServer
 from tests.hls_site import make_test_video, served_folder
 from tests.redis_server import replicas_on_redis
+from tests.room_talk import GERMAN, LIMIT_S, text_talk
 from tests.speech import wer
 
 FFMPEG = shutil.which("ffmpeg")
@@ -39,9 +40,6 @@ HLS_JS = Path(__file__).resolve().parents[2] / "web" / "node_modules" / "hls.js"
     "hls.min.js"
 KEY = "voice-test-key"
 SEGMENT_S = 2
-LIMIT_S = 300
-GERMAN = ["Der Ausschuss wird seinen Bericht im nächsten Frühjahr veröffentlichen.",
-          "Vielen Dank, dass Sie heute alle zu diesem Vortrag gekommen sind."]
 # measured: 0.0 to 0.1 (Piper joe, AAC at 32 kbit/s, Whisper base int8, 2-core CPU); the
 # bound leaves room for a word Whisper hears differently, not for a lost phrase
 MAX_WER = 0.25
@@ -73,39 +71,8 @@ def _talk(server: LiveServer, room: str, on_ready=None,
           voices: tuple[str, ...] = ("en",)) -> tuple[dict, list[dict]]:
     """A German talk in ``room`` with the room's voices (English: Piper's joe; German:
     espeak-ng): (ready, final captions)."""
-    from websockets.sync.client import connect
-
-    url = server.url.replace("http://", "ws://") + "/v1/live"
-    finals: list[dict] = []
-    with connect(url, additional_headers={"Authorization": f"Bearer {KEY}"},
-                 open_timeout=60, max_size=None) as ws:
-        ws.send(json.dumps({"type": "start", "room": room, "source_lang": "de",
-                            "target_langs": list(voices), "display": "append",
-                            "voices": list(voices)}))
-        ready = json.loads(ws.recv(timeout=60))
-        assert ready["type"] == "ready", ready
-        assert [v["lang"] for v in ready["voices"]] == list(voices), ready
-        if on_ready is not None:
-            on_ready(ready)
-        for segment, text in enumerate(GERMAN):
-            words = text.split()
-            for n in (3, 6):
-                ws.send(json.dumps({"type": "partial", "segment": segment,
-                                    "text": " ".join(words[:n])}))
-                time.sleep(0.5)
-            ws.send(json.dumps({"type": "final", "segment": segment, "text": text}))
-            time.sleep(1.0)
-        ws.send(json.dumps({"type": "stop"}))
-        while True:
-            msg = ws.recv(timeout=LIMIT_S)
-            if isinstance(msg, bytes):
-                continue  # the speaker's own copy of the voice
-            frame = json.loads(msg)
-            assert frame["type"] != "error", frame
-            if frame["type"] == "done":
-                return ready, finals
-            if frame["type"] == "caption" and frame["final"]:
-                finals.append(frame)
+    return text_talk(server.url, KEY, room, voices=voices, sentences=GERMAN,
+                     on_ready=on_ready)
 
 
 def _heard(url: str) -> str:
