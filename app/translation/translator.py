@@ -39,6 +39,7 @@ from app.translation.framing import (
     held_back,
 )
 from app.translation.glossary import Term, applicable, missed, with_target_terms
+from app.translation.options import DEFAULT_OPTIONS, TranslateOptions
 from app.translation.pathology import (
     FRAMING_KINDS,
     diagnose,
@@ -56,6 +57,11 @@ from app.translation.sessions import DraftPlan, Session, SessionStore
 from drafters.chain import DEFAULT_ORDER, DrafterChain
 from drafters.glossary import GlossaryContinuation, GlossaryStart
 
+# What callers import from here; the options live in ``app.translation.options``.
+__all__ = ["DEFAULT_OPTIONS", "TranslateOptions", "TranslationOutcome", "Translator",
+           "UpdateOutcome", "masked_tokens", "next_draft", "plan_prompt", "run_update",
+           "trailing_punctuation", "update_beta"]
+
 ChainFactory = Callable[[list[str], str], object | None]
 
 # The bias a glossary term is verified with once the model has begun it: at 0.5 or more
@@ -68,56 +74,6 @@ GLOSSARY_START_BETA = 0.3
 
 # A client's ``prediction`` has no history: under ``bias_scope="agreed"`` all of it is agreed.
 PREDICTION_AGREED = 1 << 30
-
-
-@dataclass
-class TranslateOptions:
-    source_lang: str = "en"
-    target_lang: str = "de"
-    beta: float = 0.2
-    mask_k: int = 3
-    mask_mode: str = "display"  # "display": hide from the viewer only; "draft": cut the draft
-    drafters: list[str] | None = None  # None = all available; [] = plain autoregressive
-    max_tokens: int = 256
-    temperature: float = 0.0
-    seed: int | None = None
-    stop: tuple[str, ...] = ()
-    draft_budget: int = 6
-    unbiased_tail: bool = True  # no bias on sentence-final punctuation ending the draft
-    # "all": bias every draft token; "agreed": only the draft's prefix on which the two
-    # previous outputs of the segment agreed (see ``agreed_prefix``).
-    bias_scope: str = "all"
-    # Faithful finals (see ``update_beta`` and README "Faithful finals"): the beta of a
-    # final update (None: the same as partials), whether outputs that ``app.translation.pathology``
-    # diagnoses are refused as drafts, and whether a pathological final is translated once
-    # more, from scratch, with the stronger prompt (and cut where its loop starts when it
-    # still loops).
-    final_beta: float | None = 0.0
-    draft_guard: bool = False  # measured: with unbiased finals it costs speed and calm only
-    final_retry: bool = True
-    # Whole talks (README "Context and glossaries"): how many of the session's previous
-    # finals the model sees before the source, and the organiser's term list. Two: on the
-    # ACL 60/60 dev talks it raised chrF of finals by 3.1 [+0.8, +5.4] over none, at about
-    # 1.3x the decode time; four raised it more but cost 1.45x.
-    context: int = 2
-    glossary: dict[str, str] | None = None
-    # How a glossary is made to hold (measured in README "Context and glossaries"; not a
-    # request field): its entries shown as data in the prompt, target terms drafted where
-    # the model begins them, a final that misses one decoded once more.
-    glossary_steps: tuple[str, ...] = ("prompt", "draft", "repair")
-    # Instruction models (chat-template prompts): the answer ends at a line break once
-    # begun, and labels, quotes, a restated source and notes are taken off; what framing
-    # remains is a pathology (``app.translation.framing``). Off only to measure what it does
-    # (eval's ``+noclean``): framing is then still diagnosed, but neither cut nor retried.
-    clean_framing: bool = True
-
-    def uses(self, name: str) -> bool:
-        return self.drafters is None or name in self.drafters
-
-
-# The defaults of every translation option, in one place: the HTTP request, the WebSocket
-# ``start`` and the eval harness read theirs from here (``tests/app/test_options_paths.py``).
-DEFAULT_OPTIONS = TranslateOptions()
 
 
 @dataclass
@@ -181,15 +137,8 @@ def translation_token_cap(backend: TranslationBackend, source: str) -> int:
 
 
 def update_beta(opts: TranslateOptions, is_final: bool) -> float:
-    """The beta an update is verified with: a final uses ``final_beta`` when it is set.
-
-    A final caption is what every viewer keeps; verified with beta 0 it is plain greedy
-    decoding (what re-translation from scratch gives, up to near-ties), whatever the draft.
-    Partials keep the bias that makes them calm and fast.
-    """
-    if is_final and opts.final_beta is not None:
-        return opts.final_beta
-    return opts.beta
+    """The beta an update is verified with (``Drafting.beta_for``)."""
+    return opts.drafting.beta_for(is_final)
 
 
 @dataclass
