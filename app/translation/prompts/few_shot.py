@@ -1,0 +1,83 @@
+"""The few-shot format for base models: ``English: ... / German: ...`` lines, then the
+source and the target's label; the answer ends at a newline (``app.translation.prompts``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from app.translation.prompts.examples import FEW_SHOT_EXAMPLES
+from app.translation.prompts.languages import LANGUAGE_NAMES
+from app.translation.prompts.parts import (
+    PromptPart,
+    TranslationPrompt,
+    clean_source,
+    merged,
+    neutralise_labels,
+    ours,
+    user,
+)
+
+
+def _data(text: str) -> str:
+    """User text as it goes into a few-shot line: one line, no labels."""
+    return neutralise_labels(clean_source(text))
+
+
+@dataclass(frozen=True)
+class FewShotFormat:
+    """``English: ... / German: ...`` lines for base models; the answer ends at a newline."""
+
+    name: str = "few-shot"
+    n_examples: int = 3
+
+    def examples(self, source_lang: str, target_lang: str) -> list[tuple[str, str]]:
+        """The (source, translation) pairs the prompt shows, for the leakage detector."""
+        return list(zip(FEW_SHOT_EXAMPLES[source_lang][: self.n_examples],
+                        FEW_SHOT_EXAMPLES[target_lang][: self.n_examples], strict=True))
+
+    def translation(self, source: str, source_lang: str, target_lang: str,
+                    context: Sequence[tuple[str, str]] = (),
+                    terms: Sequence[tuple[str, str]] = ()) -> TranslationPrompt:
+        """The few-shot prompt for ``source``.
+
+        ``terms`` (glossary entries that apply) and ``context`` (the talk's previous
+        finals, oldest first) are more ``<Language>: ...`` pairs, as data: the model reads
+        the required terms and the talk so far the way it reads the examples. The terms
+        come first, before the examples: right before the source, a term pair was the
+        pattern the model copied, answering a whole sentence with the term alone
+        ("Lexical Entlehnung": 13 of 100 ACL finals, none without a glossary). Separated
+        from the source by full sentences, a new term costs the KV cache the examples and
+        the context (a few times a segment), and the context stays one fixed prefix while
+        a segment's updates arrive.
+        """
+        src_name = LANGUAGE_NAMES[source_lang]
+        tgt_name = LANGUAGE_NAMES[target_lang]
+
+        def pairs(items: Sequence[tuple[str, str]]) -> list[PromptPart]:
+            out: list[PromptPart] = []
+            for src, tgt in items:
+                out += [ours(f"{src_name}:"), user(" " + _data(src)),
+                        ours(f"\n{tgt_name}:"), user(" " + _data(tgt)), ours("\n\n")]
+            return out
+
+        preamble = "\n\n".join(f"{src_name}: {src}\n{tgt_name}: {tgt}"
+                                for src, tgt in self.examples(source_lang, target_lang))
+        parts: list[PromptPart] = [*pairs(terms), ours(f"{preamble}\n\n"), *pairs(context)]
+        text = _data(source)
+        # No trailing space after the label: the model emits the space as part of its first
+        # token (" Der"), which is the form drafts and dictionaries are built in. The space
+        # before the source belongs to the user part, where the tokenizer puts it anyway.
+        parts += [ours(f"{src_name}:"), user(" " + text if text else ""),
+                  ours(f"\n{tgt_name}:")]
+        return TranslationPrompt(parts=merged(parts), source=clean_source(source),
+                                 stop_at_newline=True)
+
+    def retry_translation(self, source: str, source_lang: str, target_lang: str,
+                          context: Sequence[tuple[str, str]] = (),
+                          terms: Sequence[tuple[str, str]] = ()) -> TranslationPrompt:
+        """The stronger prompt for a final that came out as no translation: every example,
+        fragments included (see ``FEW_SHOT_EXAMPLES``)."""
+        every = replace(self, n_examples=len(FEW_SHOT_EXAMPLES[source_lang]))
+        return every.translation(source, source_lang, target_lang, context, terms)
