@@ -1,6 +1,15 @@
 "use strict";
-// The room's interpreter voice for a listener on /watch (docs/room-voice.md): the HLS audio
-// playlist GET /v1/rooms/{room}/voice/{lang}.m3u8, played from its live edge.
+// The room's interpreter voice for a listener on /watch (docs/room-voice.md).
+//
+// First over WebRTC (WHEP: POST /v1/rooms/{room}/voice/{lang}/whep with a receive-only
+// offer): the voice within a second of the room's clock, on every phone browser. The
+// connection follows the room from talk to talk; when it fails (the network dropped, the
+// phone slept, the replica went away) it is made again, with a growing pause, and at once
+// when the page becomes visible or the network comes back.
+//
+// When WebRTC cannot be had (no RTCPeerConnection, or the server refuses: too many
+// listeners, no WebRTC there), the HLS audio playlist GET /v1/rooms/{room}/voice/{lang}.m3u8,
+// played from its live edge, a few seconds later than WebRTC.
 //
 // Where the browser has Media Source Extensions for ADTS AAC (Chrome, Edge, Firefox,
 // Android), segments are fetched and appended here: a live edge a segment or two behind
@@ -16,6 +25,8 @@
   const LAG_JUMP_S = 8;          // more than this behind the newest audio: jump to it
   const KEEP_S = 30;             // audio kept behind the playhead
   const MSE_TYPE = "audio/aac";
+  const RETRY_MS = [1000, 2000, 4000, 8000];  // reconnecting WebRTC: pauses, the last repeats
+  const DISCONNECTED_MS = 4000;  // "disconnected" this long: reconnect (it may come back)
 
   function parsePlaylist(text) {
     // the segments (sequence number, URI), whether it ended
@@ -37,8 +48,15 @@
   class RoomVoice {
     constructor(audio, {room, lang, token, onState}) {
       this.audio = audio;
-      this.url = `/v1/rooms/${encodeURIComponent(room)}/voice/${encodeURIComponent(lang)}.m3u8`
-        + (token ? `?token=${encodeURIComponent(token)}` : "");
+      const base = `/v1/rooms/${encodeURIComponent(room)}/voice/${encodeURIComponent(lang)}`;
+      const query = token ? `?token=${encodeURIComponent(token)}` : "";
+      this.url = `${base}.m3u8${query}`;
+      this.whepUrl = `${base}/whep${query}`;
+      this.mode = "";          // "webrtc" or "hls"
+      this.pc = null;
+      this.location = null;    // the WHEP resource, DELETEd on stop
+      this.retries = 0;
+      this.retryTimer = null;
       this.onState = onState || (() => {});
       this.running = false;
       this.timer = null;
@@ -52,12 +70,30 @@
     }
 
     static supported() {
-      return (window.MediaSource && MediaSource.isTypeSupported(MSE_TYPE))
+      return !!window.RTCPeerConnection
+        || (window.MediaSource && MediaSource.isTypeSupported(MSE_TYPE))
         || document.createElement("audio").canPlayType("application/vnd.apple.mpegurl") !== "";
     }
 
     start() {
       this.running = true;
+      // the AudioContext is made inside the tap (autoplay rules), the sound routed later
+      this.context = new (window.AudioContext || window.webkitAudioContext)();
+      document.addEventListener("visibilitychange", this.resume = () => {
+        if (document.hidden || !this.running) return;
+        if (this.context && this.context.state === "suspended") this.context.resume();
+        if (this.mode === "webrtc") this.reconnectIfDown();
+        else { this.jumpToEdge(); this.poll(); }
+      });
+      window.addEventListener("online", this.resume);
+      if (window.RTCPeerConnection && !this.forceHls()) this.startWebrtc();
+      else this.startHls();
+    }
+
+    forceHls() { return new URLSearchParams(location.search).get("listen") === "hls"; }
+
+    startHls() {
+      this.mode = "hls";
       this.listenLevel();
       if (window.MediaSource && MediaSource.isTypeSupported(MSE_TYPE)) this.startMse();
       else {                                    // native HLS (Safari)
@@ -65,15 +101,112 @@
         this.audio.play().catch((e) => this.onState("error", String(e.message || e)));
         this.onState("playing");
       }
-      document.addEventListener("visibilitychange", this.resume = () => {
-        if (!document.hidden && this.running) { this.jumpToEdge(); this.poll(); }
+    }
+
+    // ---- WebRTC (WHEP) ----
+    async startWebrtc() {
+      this.mode = "webrtc";
+      clearTimeout(this.retryTimer);
+      const pc = this.pc = new RTCPeerConnection();
+      pc.addTransceiver("audio", {direction: "recvonly"});
+      pc.ontrack = (ev) => {
+        const stream = ev.streams[0] || new MediaStream([ev.track]);
+        this.audio.srcObject = stream;
+        this.audio.play().catch((e) => this.onState("error", String(e.message || e)));
+        this.meterStream(stream);
+      };
+      pc.onconnectionstatechange = () => {
+        if (pc !== this.pc || !this.running) return;
+        const state = pc.connectionState;
+        if (state === "connected") { this.retries = 0; this.onState("playing"); }
+        else if (state === "failed" || state === "closed") this.reconnect();
+        else if (state === "disconnected") {
+          this.onState("waiting", "reconnecting…");
+          setTimeout(() => { if (pc === this.pc && pc.connectionState !== "connected") this.reconnect(); },
+                     DISCONNECTED_MS);
+        }
+      };
+      try {
+        await pc.setLocalDescription(await pc.createOffer());
+        await this.gathered(pc);
+        const r = await fetch(this.whepUrl, {method: "POST", body: pc.localDescription.sdp,
+                                             headers: {"Content-Type": "application/sdp"}});
+        if (!this.running || pc !== this.pc) return;
+        if (r.status === 401 || r.status === 404 || r.status === 503 || r.status === 429) {
+          // no WebRTC for this listener here: HLS, which every replica serves
+          const why = await r.json().then((b) => b.error?.message, () => "");
+          pc.close(); this.pc = null;
+          this.onState("waiting", why || `WebRTC refused (HTTP ${r.status}); HLS instead`);
+          if (this.running) this.startHls();
+          return;
+        }
+        if (r.status !== 201) throw new Error(`HTTP ${r.status}`);
+        this.location = r.headers.get("Location");
+        await pc.setRemoteDescription({type: "answer", sdp: await r.text()});
+      } catch (e) {
+        if (pc === this.pc && this.running) this.reconnect();
+      }
+    }
+
+    gathered(pc) {
+      // WHEP without trickle: the offer carries its candidates (at most a second's wait)
+      if (pc.iceGatheringState === "complete") return Promise.resolve();
+      return new Promise((done) => {
+        const t = setTimeout(done, 1000);
+        pc.addEventListener("icegatheringstatechange", () => {
+          if (pc.iceGatheringState === "complete") { clearTimeout(t); done(); }
+        });
       });
-      window.addEventListener("online", this.resume);
+    }
+
+    reconnect() {
+      if (!this.running) return;
+      this.hangUp();
+      this.onState("waiting", "reconnecting…");
+      const pause = RETRY_MS[Math.min(this.retries++, RETRY_MS.length - 1)];
+      clearTimeout(this.retryTimer);
+      this.retryTimer = setTimeout(() => this.startWebrtc(), pause);
+    }
+
+    reconnectIfDown() {
+      const state = this.pc ? this.pc.connectionState : "closed";
+      if (state !== "connected" && state !== "connecting" && state !== "new") {
+        this.retries = 0;
+        clearTimeout(this.retryTimer);
+        this.hangUp();
+        this.startWebrtc();
+      }
+    }
+
+    hangUp() {
+      if (this.location) {
+        fetch(this.location, {method: "DELETE", keepalive: true}).catch(() => {});
+        this.location = null;
+      }
+      if (this.pc) { this.pc.ontrack = null; this.pc.onconnectionstatechange = null; this.pc.close(); }
+      this.pc = null;
+    }
+
+    meterStream(stream) {
+      // the level of the remote stream (the element plays it; the meter only listens)
+      try {
+        if (this.context.state === "suspended") this.context.resume();
+        const node = this.context.createMediaStreamSource(stream);
+        this.analyser = this.context.createAnalyser();
+        this.analyser.fftSize = 1024;
+        node.connect(this.analyser);
+        this.samples = new Float32Array(this.analyser.fftSize);
+      } catch (e) {
+        this.analyser = null;
+      }
     }
 
     stop() {
       this.running = false;
       clearTimeout(this.timer);
+      clearTimeout(this.retryTimer);
+      this.hangUp();
+      this.audio.srcObject = null;
       this.audio.pause();
       this.audio.removeAttribute("src");
       this.audio.load();
@@ -88,7 +221,6 @@
 
     listenLevel() {
       try {
-        this.context = new (window.AudioContext || window.webkitAudioContext)();
         const node = this.context.createMediaElementSource(this.audio);
         this.analyser = this.context.createAnalyser();
         this.analyser.fftSize = 1024;
