@@ -6,7 +6,7 @@
 
 The browser offers its microphone as an Opus track and a data channel (OpenAI's examples
 name it ``oai-events``). The server answers with aiortc, the stack WHIP ingest uses
-(``app.live.whip_sdp`` shapes the offer: sound and data channels kept, video declined),
+(``app.live.whip.sdp`` shapes the offer: sound and data channels kept, video declined),
 and runs the same ``RealtimeSession`` as the WebSocket route, with three differences of
 transport only:
 
@@ -42,7 +42,7 @@ from app.live.peer import IceOptions, NoUdpPort, answer_offer, discard, new_peer
 from app.live.realtime import events
 from app.live.realtime.audio_buffer import SAMPLE_RATE
 from app.live.realtime.session import ClientGone, RealtimeSession
-from app.live.whip_sdp import Description
+from app.live.whip.sdp import Description
 
 log = logging.getLogger("livetrans.realtime")
 
@@ -266,11 +266,13 @@ class RealtimeCalls:
                                       for section in Description.parse(sdp).sections)
         call.session = make(call.channel.send_text, call.track)
         if microphone:
-            call.tasks.append(asyncio.ensure_future(pump_microphone(microphone[0],
-                                                                    call.session)))
+            pump = asyncio.ensure_future(pump_microphone(microphone[0], call.session))
+            pump.add_done_callback(lambda task: _settle(task, call, "microphone"))
+            call.tasks.append(pump)
         self.calls[call.id] = call
         call.task = asyncio.ensure_future(call.run())
         call.task.add_done_callback(lambda _t: self.calls.pop(call.id, None))
+        call.task.add_done_callback(lambda task: _settle(task, call, "call"))
         return call, answer
 
     def get(self, call_id: str, owner: str | None) -> RealtimeCall | None:
@@ -290,3 +292,12 @@ class RealtimeCalls:
         for call in list(self.calls.values()):
             if call.session is None or call.session.leg is None:
                 call.channel.disconnect()
+
+
+def _settle(task: asyncio.Task, call: RealtimeCall, what: str) -> None:
+    """A call's task ended: a fault is logged with its traceback and ends the call (the
+    browser sees the peer close and its page can call again), never a silent microphone."""
+    if task.cancelled() or task.exception() is None:
+        return
+    log_unexpected(log, task.exception(), f"realtime call's {what}")
+    call.channel.disconnect()

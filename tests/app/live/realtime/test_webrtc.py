@@ -4,10 +4,11 @@ ends, without a peer (the calls themselves: tests/app/api/test_realtime_webrtc.p
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
-from app.live.realtime.webrtc import MAX_INBOX, EventChannel
+from app.live.realtime.webrtc import MAX_INBOX, EventChannel, _settle
 
 
 class Channel:
@@ -86,3 +87,38 @@ def test_a_client_that_does_not_read_is_gone_and_a_call_without_a_channel_is_qui
         await asyncio.wait_for(quiet.send_text("nobody reads this"), 1)
 
     asyncio.run(main())
+
+
+class FakeChannel:
+    def __init__(self) -> None:
+        self.disconnected = 0
+
+    def disconnect(self) -> None:
+        self.disconnected += 1
+
+
+class FakeCall:
+    def __init__(self) -> None:
+        self.channel = FakeChannel()
+
+
+def test_a_failing_task_is_logged_and_ends_the_call(caplog) -> None:
+    async def broken() -> None:
+        raise RuntimeError("decoder gone")
+
+    async def fine() -> None:
+        return None
+
+    async def main() -> tuple[FakeCall, FakeCall]:
+        bad, good = FakeCall(), FakeCall()
+        for coro, call in ((broken(), bad), (fine(), good)):
+            task = asyncio.ensure_future(coro)
+            task.add_done_callback(lambda t, c=call: _settle(t, c, "microphone"))
+            await asyncio.wait({task})
+        await asyncio.sleep(0)
+        return bad, good
+
+    with caplog.at_level(logging.ERROR, logger="livetrans.realtime"):
+        bad, good = asyncio.run(main())
+    assert bad.channel.disconnected == 1 and good.channel.disconnected == 0
+    assert "unexpected RuntimeError in realtime call's microphone" in caplog.text
