@@ -37,6 +37,7 @@ log = logging.getLogger("livetrans.live")
 
 PIECE_S = 0.5  # the longest audio in one binary frame: a client starts playing early
 FLUSH_S = 30.0  # what the voices still have to say when the talk ends, at most this long
+SPEAKER_QUEUE_S = 30.0  # the speaker's own copy waiting for its socket, at most
 _LOSSES = {"overrun": "the voice fell too far behind the speaker",
            "failed": "the voice could not speak it",
            "closed": "the talk ended before it was spoken"}
@@ -60,6 +61,7 @@ class ConnectionVoices:
         self.tracks: dict[int, RoomVoiceTrack] = {}  # per stream index, in a room
         self.tasks: list[asyncio.Task] = []
         self._reports: set[asyncio.Task] = set()
+        self.speaker_copies: list[SpeakerCopy] = []
 
     async def open(self, langs: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
         """A voice per language that has one: (``ready``'s ``voices``, the languages
@@ -118,17 +120,36 @@ class ConnectionVoices:
             self.tasks.append(task)
 
     async def _send(self, index: int, stream: VoiceStream) -> None:
-        header = frame_header(index)
+        """Each chunk to the room's track at once, and to the speaker's socket through a
+        queue of its own (``SpeakerCopy``): a speaker slow to read never delays the room."""
         track = self.tracks.get(index)
-        async for chunk in stream.chunks():
-            if track is not None:
-                track.add(chunk.pcm, chunk.sample_rate)
-            for piece in pieces(chunk):
-                try:
-                    await self.publisher.send_bytes(header + piece)
-                except ConnectionGone:
-                    stream.abort()
-                    return
+        copy = SpeakerCopy()
+        self.speaker_copies.append(copy)
+        deliver = asyncio.create_task(self._deliver(frame_header(index), copy, stream))
+        try:
+            async for chunk in stream.chunks():
+                if track is not None:
+                    track.add(chunk.pcm, chunk.sample_rate)
+                if not deliver.done():
+                    copy.put(pieces(chunk), chunk.sample_rate)
+        except asyncio.CancelledError:  # aborted: the speaker's copy stops too
+            deliver.cancel()
+            raise
+        finally:
+            copy.queue.put_nowait(None)  # the end: what is queued is sent first
+            try:
+                await asyncio.wait({deliver})
+            finally:
+                deliver.cancel()
+
+    async def _deliver(self, header: bytes, copy: SpeakerCopy, stream: VoiceStream) -> None:
+        while (piece := await copy.queue.get()) is not None:
+            copy.queued -= len(piece)
+            try:
+                await self.publisher.send_bytes(header + piece)
+            except ConnectionGone:
+                stream.abort()
+                return
 
     def _report(self, loss: VoiceLoss) -> None:
         """A voice's loss, told to the speaker (``on_loss`` returns at once: a task)."""
@@ -175,6 +196,27 @@ class ConnectionVoices:
         for task in self.tasks:
             if not task.done():
                 task.cancel()
+
+
+class SpeakerCopy:
+    """One voice's audio waiting for the speaker's socket, at most ``SPEAKER_QUEUE_S``:
+    past it the oldest goes (counted in ``dropped_s``); the room's voice is untouched."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.queued = 0  # bytes waiting
+        self.dropped_s = 0.0
+
+    def put(self, audio: list[bytes], rate: int) -> None:
+        for piece in audio:
+            self.queue.put_nowait(piece)
+            self.queued += len(piece)
+        limit = int(SPEAKER_QUEUE_S * rate) * 2
+        while self.queued > limit and self.queue.qsize() > 1:
+            gone = self.queue.get_nowait()
+            if gone is not None:
+                self.queued -= len(gone)
+                self.dropped_s += len(gone) / 2 / rate
 
 
 def pieces(chunk: VoiceChunk) -> list[bytes]:

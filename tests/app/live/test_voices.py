@@ -113,3 +113,56 @@ def test_bad_voices_are_refused_naming_the_field(live_server, start: dict,
     frame = asyncio.run(main())
     assert frame["type"] == "error" and frame["param"] == "voices", frame
     assert expected in frame["message"]
+
+
+def test_a_speaker_slow_to_read_never_delays_the_rooms_voice() -> None:
+    """The room's track gets every chunk at once while the speaker's socket takes none;
+    the speaker's own copy is bounded (the oldest goes, counted)."""
+    from app.live.voices import SPEAKER_QUEUE_S, ConnectionVoices, SpeakerCopy
+    from app.voice.stream import VoiceChunk
+
+    rate = 16000
+    chunk = VoiceChunk("de", 0, True, bytes(rate * 2 * 5), rate, 1.0)  # 5 s each
+
+    class StuckPublisher:
+        commit_listeners: list = []
+        talk = None
+
+        async def send_bytes(self, data: bytes) -> None:
+            await asyncio.Event().wait()  # a socket that never drains
+
+    class Stream:
+        aborted = False
+
+        async def chunks(self):  # noqa: ANN202 - an async generator
+            for _ in range(10):
+                yield chunk
+
+        def abort(self) -> None:
+            self.aborted = True
+
+    class Track:
+        heard_s = 0.0
+
+        def add(self, pcm: bytes, sample_rate: int) -> None:
+            self.heard_s += len(pcm) / 2 / sample_rate
+
+    async def main() -> tuple[Track, SpeakerCopy, asyncio.Task]:
+        voices = ConnectionVoices(StuckPublisher(), None)  # type: ignore[arg-type]
+        track = Track()
+        voices.tracks[0] = track  # type: ignore[assignment]
+        sending = asyncio.create_task(voices._send(0, Stream()))  # type: ignore[arg-type]
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            if track.heard_s >= 50:
+                break
+        copy = voices.speaker_copies[0]
+        sending.cancel()  # aborted: it ends, though its socket never drained
+        await asyncio.wait_for(asyncio.wait({sending}), 5)
+        return track, copy, sending
+
+    track, copy, sending = asyncio.run(main())
+    assert sending.cancelled()
+    assert track.heard_s == pytest.approx(50.0)  # all ten chunks, while nothing was sent
+    assert copy.queued <= int(SPEAKER_QUEUE_S * rate) * 2
+    assert copy.dropped_s == pytest.approx(50.0 - SPEAKER_QUEUE_S - 0.5, abs=0.6)

@@ -94,14 +94,16 @@ class Ear(threading.Thread):
         return (audio[: len(audio) // step * step].reshape(-1, step).mean(axis=1)
                 / 32768.0).astype(np.float32)
 
-    def wait_quiet(self, quiet_s: float = 2.0, limit_s: float = 60.0) -> None:
-        """Until nothing was heard for ``quiet_s`` (a talk's last words played out)."""
+    def wait_quiet(self, since: float, quiet_s: float = 3.0, limit_s: float = 120.0) -> None:
+        """Until something was heard after ``since`` and then nothing for ``quiet_s`` (a
+        talk's last words played out)."""
         deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
             last = max((at for at, pcm, _rate in self.frames
-                        if np.sqrt((pcm.astype(np.float64) ** 2).mean()) > VOICED_RMS),
-                       default=0.0)
-            if time.monotonic() - last > quiet_s:
+                        if at > since
+                        and np.sqrt((pcm.astype(np.float64) ** 2).mean()) > VOICED_RMS),
+                       default=None)
+            if last is not None and time.monotonic() - last > quiet_s:
                 return
             time.sleep(0.2)
 
@@ -129,7 +131,7 @@ def test_listeners_on_the_other_replica_hear_the_room_within_their_access(
     started = time.monotonic()
     _, finals = text_talk(a.url, KEY, room, sentences=GERMAN, on_ready=on_ready)
     first_end = time.monotonic()
-    room_ear.wait_quiet()  # the first talk's last words played out
+    room_ear.wait_quiet(started)  # the first talk's last words played out
     second_start = time.monotonic()
     _, finals2 = text_talk(a.url, KEY, room, sentences=GERMAN[:1])
     room_ear.finish()
