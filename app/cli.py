@@ -301,6 +301,9 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
                     "speech synthesis real-time factor per voice engine, side by side"),
     "interpreter-bench": ("eval.interpreter_bench", "main",
                           "realtime translation: speech end to first word, first audio, final"),
+    "room-voice-bench": ("eval.room_voice_bench", "main",
+                         "a room's voice: speech end to a WebRTC listener hearing it, CPU, "
+                         "bytes"),
 }
 
 
