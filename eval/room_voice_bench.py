@@ -26,9 +26,10 @@ Sentences are tied to segments by their commit frames' ``segment`` in order (a s
 Whisper splits or merges shifts the rest: the table counts them). Then, per run, the
 server's CPU (its process, every thread: the voice's synthesis and encoding, the
 listeners' Opus encoders), and the bytes per listener per second on the wire (the
-transport's, from the peers' stats) beside the HLS rendition's (the voice's AAC segments over the talk's
-length). Everything runs in real time: a quiet machine. Writes ``room_voice_bench.json``
-and ``.md`` under ``--out``; the table to stdout, progress to stderr.
+transport's, from the peers' stats) beside the HLS rendition's (the voice's AAC segments
+over the talk's length). Everything runs in real time: a quiet machine. Writes
+``room_voice_bench.json`` and ``.md`` under ``--out``; the table to stdout, progress to
+stderr.
 """
 
 from __future__ import annotations
