@@ -132,6 +132,15 @@ class Metrics:
             "livetrans_voice_lost_phrases_total", "committed phrases not spoken, by reason "
             "(overrun, failed, closed)", ["reason"], registry=r)
 
+        # room voice listeners over WebRTC (app/live/listen): who listens, what they missed
+        self.voice_listeners = Gauge(
+            "livetrans_voice_listeners", "WebRTC listeners of room voices on this replica, "
+            "by language", ["lang"], registry=r)
+        self.voice_listener_skipped_seconds = Counter(
+            "livetrans_voice_listener_skipped_seconds_total", "seconds a listener did not "
+            "hear to stay near the live edge: pauses skipped after a burst, or speech dropped "
+            "beyond the listener's queue", ["kind"], registry=r)
+
     def voice_metrics(self) -> VoiceMetrics:
         """The callbacks every voice stream reports to."""
         def spoken(lang: str, engine: str, audio_s: float, synth_s: float,

@@ -21,6 +21,8 @@ import asyncio
 import contextlib
 import logging
 import secrets
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,10 +59,22 @@ class _Feed:
     decoder: AacDecoder | None = None
 
 
+@dataclass(frozen=True)
+class ListenerReport:
+    """What the hub tells its observer (``/metrics``): listeners per language now, and
+    what an ended listener skipped (pauses, speech) to stay near the live edge."""
+
+    counts: dict[str, int]
+    skipped_pause_s: float = 0.0
+    skipped_speech_s: float = 0.0
+
+
 class RoomListeners:
-    def __init__(self, live: VoiceLive, max_listeners: int = 500) -> None:
+    def __init__(self, live: VoiceLive, max_listeners: int = 500,
+                 observe: Callable[[ListenerReport], None] | None = None) -> None:
         self.live = live
         self.max_listeners = max_listeners
+        self.observe = observe
         self.listeners: dict[str, Listener] = {}
         self.feeds: dict[tuple[str, str], _Feed] = {}
         self.closed = False
@@ -83,6 +97,7 @@ class RoomListeners:
             raise TooManyListeners
         self.listeners[listener.id] = listener
         self._join(listener)
+        self._report()
 
         @pc.on("connectionstatechange")
         async def changed() -> None:
@@ -150,8 +165,14 @@ class RoomListeners:
         log.debug("room listener ended: %.1f s heard, %.1f s of pauses skipped, %.1f s of "
                   "speech dropped", track.heard_s, track.skipped_pause_s, track.skipped_s)
         track.stop()
+        self._report(track.skipped_pause_s, track.skipped_s)
         with contextlib.suppress(Exception):
             await listener.pc.close()
+
+    def _report(self, pause_s: float = 0.0, speech_s: float = 0.0) -> None:
+        if self.observe is not None:
+            counts = Counter(x.lang for x in self.listeners.values())
+            self.observe(ListenerReport(dict(counts), pause_s, speech_s))
 
     async def close(self) -> None:
         """Shutdown: every listener ends."""

@@ -23,7 +23,7 @@ from app.api.hls import TokenQuery, playlist_talk
 from app.api.http.auth import bearer_key
 from app.api.state import ServerState
 from app.api.viewer_routes import check_room_and_lang, room_access
-from app.live.listen.hub import RoomListeners, TooManyListeners
+from app.live.listen.hub import ListenerReport, RoomListeners, TooManyListeners
 from app.live.peer import IceOptions, NoUdpPort, OfferError, check_offer
 
 router = APIRouter()
@@ -38,7 +38,21 @@ def listeners(request: Request) -> RoomListeners:
     live = state.voice_segments().live
     hub: RoomListeners | None = getattr(request.app.state, "room_listeners", None)
     if hub is None or hub.live is not live:
-        hub = RoomListeners(live, state.settings.live_max_listeners)
+        metrics = state.metrics
+        seen: set[str] = set()  # languages with a gauge: back to 0 when their last goes
+
+        def observe(report: ListenerReport) -> None:
+            seen.update(report.counts)
+            for lang in seen:
+                metrics.voice_listeners.labels(lang).set(report.counts.get(lang, 0))
+            if report.skipped_pause_s:
+                metrics.voice_listener_skipped_seconds.labels("pause").inc(
+                    report.skipped_pause_s)
+            if report.skipped_speech_s:
+                metrics.voice_listener_skipped_seconds.labels("speech").inc(
+                    report.skipped_speech_s)
+
+        hub = RoomListeners(live, state.settings.live_max_listeners, observe)
         request.app.state.room_listeners = hub
     return hub
 

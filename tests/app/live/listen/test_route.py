@@ -206,6 +206,9 @@ def test_refusals_each_say_what_was_wrong(replicas) -> None:
         listeners = [RoomListener(b.url, "refusals", "en", api_key=KEY) for _ in range(3)]
         for listener in listeners:
             await listener.__aenter__()
+        async with httpx.AsyncClient() as http:  # counted on /metrics, by language
+            text = (await http.get(f"{b.url}/metrics", headers=key)).text
+        assert 'livetrans_voice_listeners{lang="en"} 3.0' in text
         with pytest.raises(ListenRefused) as refused:
             async with RoomListener(b.url, "refusals", "en", api_key=KEY):
                 pass
