@@ -31,8 +31,11 @@ class InstantSpeaker:
 
     def __init__(self, fail: set[tuple[int, int]] = frozenset()) -> None:
         self.fail = fail
+        self.warm: list[tuple[int, int | None]] = []
 
     async def update(self, client, stream, source, final, index=0, slot=None):  # noqa: ANN001, ANN201
+        if stream >= 1_000_000:
+            self.warm.append((stream, slot))
         if (stream, index) in self.fail:
             raise ValueError("no")
         return UpdateRecord(stream, final, source.upper(), 1.0, 1, {"slot": slot},
@@ -43,10 +46,13 @@ def test_every_speaker_is_driven_on_one_clock_and_failures_are_counted() -> None
     talk = talk_of(_pool(2), 2, 1)
     scripts = scripts_of(talk, 2, 3, 0.01, None)
     run = MethodRun("x", "m.gguf", 2)
-    captions, skipped = asyncio.run(drive(InstantSpeaker({(1, 0)}), scripts, run))
+    speaker = InstantSpeaker({(1, 0)})
+    captions, skipped = asyncio.run(drive(speaker, scripts, run))
+    assert speaker.warm == [(1_000_000, 0), (1_000_001, 1)]  # one untimed update a slot
     assert run.errors == 1 and len(captions) == len(run.records) + 1
     assert sum(c.update.final for c in captions) == 2  # every final answered
     assert {r.timings["slot"] for r in run.records} == {0, 1}  # a slot a speaker
+    assert all(r.stream < 2 for r in run.records)  # the warm-up is not recorded
     assert run.wall_s > 0 and skipped >= 0
 
 
