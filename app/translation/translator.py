@@ -35,7 +35,6 @@ from app.translation.backend import (
 from app.translation.framing import StreamCleaner
 from app.translation.glossary import Term
 from app.translation.options import DEFAULT_OPTIONS, TranslateOptions
-from app.translation.pathology import fit_for_context
 from app.translation.prompts import (
     PromptFormat,
     TranslationPrompt,
@@ -43,7 +42,7 @@ from app.translation.prompts import (
     tokenize_prompt,
 )
 from app.translation.sessions import DraftPlan, Session, SessionStore
-from app.translation.steps.commit import next_draft
+from app.translation.steps.commit import commit_session, next_draft
 from app.translation.steps.cut import cut_loop
 from app.translation.steps.display import masked_tokens, shown_tokens
 from app.translation.steps.draft import (
@@ -137,6 +136,19 @@ async def run_update(
         forced=forced))
 
 
+def outcome_of(update: UpdateOutcome, text: str, revision: int, session: Session | None,
+               final: bool, opts: TranslateOptions) -> TranslationOutcome:
+    """What a caller is told of a translated update (``Translator.translate``)."""
+    return TranslationOutcome(
+        result=update.result, text=text, display_text=update.display,
+        revision=revision, session_id=session.session_id if session else None,
+        is_final=final, pathology=update.pathology, draft_dropped=update.dropped,
+        retried=update.retried, shown_tokens=update.shown_tokens,
+        glossary=None if opts.glossary is None else {
+            "applied": len(update.terms), "missed": update.missed},
+    )
+
+
 class Translator:
     """Runs translation updates on a backend (through its runner), with session drafts."""
 
@@ -198,26 +210,11 @@ class Translator:
             session = self.sessions.acquire(session_id, owner)
             acquired = True
         try:
-            plan = self._plan(session, opts, prediction)
-            if context is None and session is not None:
-                context = session.context(opts.target_lang, opts.source_lang, opts.context)
-            p = plan_prompt(self.prompt_format, source, opts, context or [], final,
-                            self.max_context_chars)
-            prompt, retry_prompt, terms, examples = p.prompt, p.retry, p.terms, p.examples
-            chain = self._chain(opts)
-            streamed = None
-            if on_text is not None and cleans(prompt, opts):  # the stream is cleaned too
-                streamed = StreamCleaner(on_text, prompt.source, opts.target_lang)
-                on_text = streamed.feed
+            request, streamed = self._request(source, opts, final, session, prediction,
+                                              context, on_text, cancel, forced)
 
             async def job(backend: TranslationBackend) -> UpdateOutcome:
-                return await run_update(
-                    backend, prompt, opts, final,
-                    draft_tokens=plan.tokens if prediction is None else None,
-                    draft_text=prediction, chain=chain, cancel=cancel, on_text=on_text,
-                    draft_agreed=plan.agreed, examples=examples, retry_prompt=retry_prompt,
-                    terms=terms, term_prompt=p.term_prompt, forced=forced,
-                )
+                return await run_steps(backend, request)
 
             if measured is not None:
                 measured.since("prompt_ms", t_start)
@@ -229,25 +226,40 @@ class Translator:
             text = update.result.text.strip() if update.caption is None else update.caption
             if streamed is not None:
                 streamed.finish(text)
-            revision = 1
-            if session is not None and update.result.finish_reason != "cancelled":
-                revision = session.commit(
-                    source, update.draft, final, opts.target_lang, opts.source_lang, seq=seq,
-                    text=text if fit_for_context(update.pathology) else None)
-            outcome = TranslationOutcome(
-                result=update.result, text=text, display_text=update.display,
-                revision=revision, session_id=session.session_id if session else None,
-                is_final=final, pathology=update.pathology, draft_dropped=update.dropped,
-                retried=update.retried, shown_tokens=update.shown_tokens,
-                glossary=None if opts.glossary is None else {
-                    "applied": len(update.terms), "missed": update.missed},
-            )
+            revision = commit_session(session, source, update, text, final, opts.languages,
+                                      seq)
+            outcome = outcome_of(update, text, revision, session, final, opts)
             if measured is not None:
                 measured.since("finish_ms", t_done)
             return outcome
         finally:
             if acquired and session is not None:
                 self.sessions.release(session)
+
+    def _request(self, source: str, opts: TranslateOptions, final: bool,
+                 session: Session | None, prediction: str | None,
+                 context: list[tuple[str, str]] | None,
+                 on_text: Callable[[str], None] | None, cancel: threading.Event | None,
+                 forced: Sequence[int]) -> tuple[UpdateRequest, StreamCleaner | None]:
+        """The update's job, planned on the event loop: the draft plan, the prompt (with a
+        session's previous finals as context unless the request brought its own), the
+        drafter chain, and a streamed answer's cleaner (the stream is cleaned too)."""
+        plan = self._plan(session, opts, prediction)
+        if context is None and session is not None:
+            context = session.context(opts.target_lang, opts.source_lang, opts.context)
+        p = plan_prompt(self.prompt_format, source, opts, context or [], final,
+                        self.max_context_chars)
+        chain = self._chain(opts)
+        streamed = None
+        if on_text is not None and cleans(p.prompt, opts):
+            streamed = StreamCleaner(on_text, p.prompt.source, opts.target_lang)
+            on_text = streamed.feed
+        return UpdateRequest(
+            prompt=p.prompt, options=opts, is_final=final,
+            draft_tokens=plan.tokens if prediction is None else None, draft_text=prediction,
+            chain=chain, cancel=cancel, on_text=on_text, draft_agreed=plan.agreed,
+            examples=p.examples, retry_prompt=p.retry, terms=p.terms or [],
+            term_prompt=p.term_prompt, forced=forced), streamed
 
     @staticmethod
     def _plan(session: Session | None, opts: TranslateOptions,

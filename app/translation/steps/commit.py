@@ -3,8 +3,8 @@
 SSBD verifies the previous output as the next update's draft, so whatever is kept here is
 carried forward: biased, a bad output would be kept for the rest of the segment. A
 runaway output (the length cap, the loop detector), a loop and, for an instruction model,
-framing are never a draft; with ``draft_guard`` no diagnosed output is. The session's own
-``Session.commit`` (``Translator.translate``) then records it with the translation.
+framing are never a draft; with ``draft_guard`` no diagnosed output is. After the job,
+``commit_session`` records it in the session with the translation (``Translator.translate``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.translation.backend import GenerationResult
-from app.translation.pathology import FRAMING_KINDS
+from app.translation.options import Languages
+from app.translation.pathology import FRAMING_KINDS, fit_for_context
+from app.translation.sessions import Session
+from app.translation.steps.request import UpdateOutcome
 
 
 @dataclass(frozen=True)
@@ -57,3 +60,16 @@ def commit_step(result: GenerationResult, tokens: list[int], pathology: str | No
     reason = guard(pathology, draft_guard, cleaned)
     dropped = "loop" if result.runaway else reason
     return NextDraft(tokens if next_draft(result, reason) else [], dropped)
+
+
+def commit_session(session: Session | None, source: str, update: UpdateOutcome, text: str,
+                   final: bool, languages: Languages, seq: int | None) -> int:
+    """The session's commit of an update (``Session.commit``): its draft becomes the next
+    update's, its text the talk's context when it is fit for it (``fit_for_context``), and
+    ``seq`` is recorded as applied with it. A cancelled update commits nothing. Returns the
+    caption's revision (1 without a session)."""
+    if session is None or update.result.finish_reason == "cancelled":
+        return 1
+    return session.commit(
+        source, update.draft, final, languages.target_lang, languages.source_lang, seq=seq,
+        text=text if fit_for_context(update.pathology) else None)
