@@ -16,15 +16,19 @@ streams (the source revealed k words at a time), every update re-translated, by
   two over the WebSocket, one ``/v1/live`` connection a speaker, a segment a stream,
   ``partial`` / ``final`` frames, each sent when the last caption arrived.
 
-Both servers get the same rendered prompt (livetrans with ``context: 0``: no earlier
-finals) and the same token cap. ``C`` closed-loop speakers share the streams (a speaker
-sends its next update when the answer to the last arrived). Both servers stay up; the
-methods run one after another (the order rotated on each repeat) on one GGUF file, then
-on the trimmed file when ``--trimmed`` names one (``auto``: the copy ``serve --langs en,X``
-builds). The client runs in its own process, so neither server shares its interpreter.
-``--variant NAME=ARGS`` starts one more livetrans server with other serve options beside
-them, and its methods join the same rotation ("livetrans-ssbd [NAME]"): a setting is
-compared with the defaults in one run, not in two runs on a machine that drifts.
+Both servers get the same prompt token ids (``--prompt-format``, pinned), the same token
+cap and the same stopping rule, llama-server's requests keep a speaker on its slot
+(``id_slot``), and failed updates are counted and left out of the speedup
+(``eval.peer_prompt``, ``eval.peer_figures``). ``C`` closed-loop speakers share the
+streams (a speaker sends its next update when the answer to the last arrived);
+``--samples`` and ``--acl-dir`` add samples (``eval.peer_samples``), ``--open-loop`` paces
+the speakers (``eval.open_loop``). Both servers stay up; the methods run one after another
+(the order rotated on each repeat) on one GGUF file, then on the trimmed file when
+``--trimmed`` names one (``auto``: the copy ``serve --langs en,X`` builds). The client
+runs in its own process, so neither server shares its interpreter. ``--variant NAME=ARGS``
+starts one more livetrans server with other serve options beside them, and its methods
+join the same rotation ("livetrans-ssbd [NAME]"): a setting is compared with the defaults
+in one run, not in two runs on a machine that drifts.
 
 Printed: per file and speaker count, each method's wall time, updates/s and ms per update
 against llama-ar (the ratio), chrF of the finals with a 95% paired-bootstrap interval
