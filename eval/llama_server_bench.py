@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
 
             about, report = run_open_loop(args)
             show([*about, latency_table(report),
-                  capacity_table(report, args.partial_bound, args.final_bound)])
+                  capacity_table(report, args.partial_bound, args.final_bound),
+                  breakdown_table(report)])
         else:
             about, report = run_live(args)
             show([*about, speed_table(report), *([spread_table(report)]

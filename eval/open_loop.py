@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shlex
 import sys
 import time
@@ -186,13 +187,17 @@ def run_count(args: argparse.Namespace, name: str, speakers: int, pool: Sequence
         runs.append(run)
         rows[method] = {**latency_figures(captions), "sent": len(captions),
                         "skipped": skipped, "errors": run.errors,
-                        "wall_s": round(run.wall_s, 2)}
+                        "wall_s": round(run.wall_s, 2),
+                        # other work on the machine shows here: a run under it is no
+                        # measurement
+                        "load_1m_after": round(os.getloadavg()[0], 2)}
         print(f"{name} {speakers} speakers {method}: {fmt_row(rows[method])}"
               + (f" (first error: {run.first_error})" if run.errors else ""),
               file=sys.stderr, flush=True)
     quality = summarize(runs, talk, lang)
     for method, row in rows.items():
         row.update({k: quality[method][k] for k in QUALITY if k in quality[method]})
+        row["timings"] = quality[method]["timings"]  # the mean update's parts
     return {m: rows[m] for m in args.methods}
 
 
@@ -200,7 +205,7 @@ def fmt_row(row: dict) -> str:
     return (f"partial p50/p90/p99 {row['partial_p50']}/{row['partial_p90']}/"
             f"{row['partial_p99']} s, final {row['final_p50']}/{row['final_p90']}/"
             f"{row['final_p99']} s, {row['sent']} sent, {row['skipped']} skipped, "
-            f"{row['errors']} errors")
+            f"{row['errors']} errors, load {row['load_1m_after']}")
 
 
 def capacities(report: dict, partial_bound: float, final_bound: float) -> dict:
@@ -215,7 +220,8 @@ def capacities(report: dict, partial_bound: float, final_bound: float) -> dict:
 def latency_table(report: dict) -> Table:
     t = Table(["file", "speakers", "method", "partial p50 / p90 / p99 s",
                "final p50 / p90 / p99 s", "sent", "skipped partials", "errors", "chrF",
-               f"chrF diff vs {BASELINE} [95%]", "pathological finals", "NE"],
+               f"chrF diff vs {BASELINE} [95%]", "pathological finals", "NE",
+               "load after"],
               title="Open loop: from when the words were said to their caption")
 
     def three(row: dict, kind: str) -> str:
@@ -228,7 +234,8 @@ def latency_table(report: dict) -> Table:
             t.add(file, speakers, method, three(row, "partial"), three(row, "final"),
                   row["sent"], row["skipped"], row["errors"], row.get("chrF", "-"),
                   f"{diff[0]:+.1f} [{diff[1]:+.1f}, {diff[2]:+.1f}]" if diff else "-",
-                  row.get("pathological_finals", "-"), row.get("ne", "-"))
+                  row.get("pathological_finals", "-"), row.get("ne", "-"),
+                  row.get("load_1m_after", "-"))
     return t
 
 

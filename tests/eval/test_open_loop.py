@@ -60,7 +60,8 @@ def _row(p90: float, f90: float) -> dict:
     return {"partial_p50": p90 / 2, "partial_p90": p90, "partial_p99": p90 * 2,
             "final_p50": f90 / 2, "final_p90": f90, "final_p99": f90 * 2, "sent": 10,
             "skipped": 2, "errors": 0, "chrF": 30.0, "chrF_diff": [1.0, -1.0, 3.0],
-            "pathological_finals": 0, "ne": 1.2}
+            "pathological_finals": 0, "ne": 1.2, "load_1m_after": 0.5,
+            "timings": {"server_ms": 100.0}}
 
 
 def test_capacity_per_file_and_method_and_the_tables() -> None:
@@ -70,5 +71,8 @@ def test_capacity_per_file_and_method_and_the_tables() -> None:
                                             ("m.gguf", "livetrans-ssbd"): 2}
     table = latency_table(report).markdown()
     assert "0.40 / 0.80 / 1.60" in table and "+1.0 [-1.0, +3.0]" in table
+    from eval.peer_figures import breakdown_table
+
+    assert "server_ms" in breakdown_table(report).markdown()
     caps = capacity_table(report, 1.0, 2.0)
     assert ["m.gguf", "livetrans-ssbd", "2", "1,2"] in caps.rows
