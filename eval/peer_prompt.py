@@ -66,8 +66,11 @@ class PinnedPrompt:
         return self._ids[source]
 
     def cap(self, source: str) -> int:
-        if source not in self._caps:
-            self._caps[source] = min(MAX_CAP, 3 * len(self.vocab.tokenize(source)) + 16)
+        if source not in self._caps:  # as app.translation.steps.verify counts it
+            from app.translation.prompts import clean_source
+
+            n = len(self.vocab.tokenize(clean_source(source)))
+            self._caps[source] = min(MAX_CAP, 3 * n + 16)
         return self._caps[source]
 
     def describe(self) -> str:
