@@ -23,7 +23,8 @@ space that begins the next word: each step's ``delta`` carries its own leading s
 (" läuft"), so a client concatenating deltas gets the segment's text and must not insert
 spaces of its own (OpenAI: "clients should not insert unconditional spaces between
 deltas"). The policy is pure (no model: a token's bytes come from a function), one
-``SegmentCommits`` per (segment, language).
+``SegmentCommits`` per (segment, language); which of its calls an update makes (``partial``,
+``unfit``, ``final``) is the update's append step (``app.translation.steps.append``).
 """
 
 from __future__ import annotations

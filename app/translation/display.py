@@ -7,8 +7,9 @@ in order with ``show``; it keeps whatever state it needs and forgets it at ``res
 segment) and after a final (which closes the segment).
 
 * ``mask-k`` (``MaskK``): a partial hides its last ``k`` tokens (the server's display-only
-  mask-k, ``app.translation.translator.masked_tokens``); the final shows everything. Cheap and
-  stateless, but what it shows may still be retracted: the tokens before the mask change too.
+  mask-k, ``app.translation.steps.display.masked_tokens``); the final shows everything.
+  Cheap and stateless, but what it shows may still be retracted: the tokens before the mask
+  change too.
 * ``stable`` (``Stable``): a partial shows the longest prefix, in words (characters for
   scripts written without spaces), on which the two latest outputs agree, and never less
   than it showed before in the segment: within a segment a viewer never sees a shown word
@@ -118,7 +119,7 @@ class MaskK(DisplayPolicy):
 
     def shown_tokens(self, tokens: Sequence[int], final: bool) -> list[int]:
         """The tokens the viewer sees (same rule as
-        ``app.translation.translator.masked_tokens``)."""
+        ``app.translation.steps.display.masked_tokens``)."""
         if final or self.k <= 0:
             return list(tokens)
         return list(tokens[: max(0, len(tokens) - self.k)])
