@@ -355,6 +355,8 @@ class LiveConnection:
         elif kind == "stop":
             self.stopping = True
             self.end_input()
+        elif kind == "voice":
+            await self.voices.switch(msg)
         else:
             await self.error("unknown_type", f"unknown message type '{safe_echo(kind)}'")
 

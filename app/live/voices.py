@@ -62,6 +62,8 @@ class ConnectionVoices:
         self.tasks: list[asyncio.Task] = []
         self._reports: set[asyncio.Task] = set()
         self.speaker_copies: list[SpeakerCopy] = []
+        self.langs: list[str] = []  # per stream index
+        self.muted: set[str] = set()
 
     async def open(self, langs: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
         """A voice per language that has one: (``ready``'s ``voices``, the languages
@@ -81,6 +83,7 @@ class ConnectionVoices:
             stream = VoiceStream(synth, executor=self.registry.executor,
                                  catch_up=self.registry.catch_up, on_loss=self._report)
             self.streams.append(stream)
+            self.langs.append(lang)
             self.publisher.commit_listeners.append(stream)
             self._room_track(index, lang)
             info = synth.info
@@ -150,6 +153,32 @@ class ConnectionVoices:
             except ConnectionGone:
                 stream.abort()
                 return
+
+    async def switch(self, msg: dict[str, Any]) -> None:
+        """``{"type": "voice", "lang": L, "on": false|true}``: the operator turns one of the
+        talk's voices off and on again. Off, its commits are not spoken (by the speaker's
+        copy and the room's alike: the room hears silence in that language, its players
+        and listeners stay connected); on again, it speaks from the next commit. Answered
+        with the same frame as the voice now stands, or an error frame."""
+        lang, on = msg.get("lang"), msg.get("on")
+        if not isinstance(lang, str) or lang not in self.langs:
+            await self.publisher.error(
+                "unknown_voice", "'voice' names one of the talk's voices ('lang': one of "
+                f"{', '.join(self.langs) or 'none: start named no voices'})", param="lang")
+            return
+        if not isinstance(on, bool):
+            await self.publisher.error("invalid_message", "'voice' needs 'on': true or false",
+                                       param="on")
+            return
+        stream = self.streams[self.langs.index(lang)]
+        listeners = self.publisher.commit_listeners
+        if on and lang in self.muted:
+            self.muted.discard(lang)
+            listeners.append(stream)
+        elif not on and lang not in self.muted:
+            self.muted.add(lang)
+            listeners[:] = [x for x in listeners if x is not stream]
+        await self.publisher.send({"type": "voice", "lang": lang, "on": on})
 
     def _report(self, loss: VoiceLoss) -> None:
         """A voice's loss, told to the speaker (``on_loss`` returns at once: a task)."""

@@ -1,7 +1,8 @@
 """The operator page's voices (``/live``, "voices"): a run with its target languages
 spoken shows each language's voice (engine and voice name from ``ready``), a level meter
-that moves while it speaks and how much speech is queued; in headless Chromium against the
-real server, model and espeak-ng."""
+that moves while it speaks and how much speech is queued, and a switch that turns the
+language's voice off and on (the server answers each switch); in headless Chromium against
+the real server, model and espeak-ng."""
 
 from __future__ import annotations
 
@@ -38,6 +39,12 @@ def test_the_operator_sees_each_voice_speak(live_server, data_dir, tmp_path) -> 
             f" && parseFloat(document.querySelector(\"{row} .level > span\").style.width) > 0",
             timeout=180_000)
         page.screenshot(path=str(tmp_path / "live-voices.png"))
+        page.uncheck(f"{row} .voice-on")  # the operator turns German off, then on again
+        page.wait_for_function(f"document.querySelector(\"{row}\").dataset.on === 'false'",
+                               timeout=60_000)
+        page.check(f"{row} .voice-on")
+        page.wait_for_function(f"document.querySelector(\"{row}\").dataset.on === 'true'",
+                               timeout=60_000)
         page.wait_for_function(
             "document.querySelectorAll('#captions [data-final=\"1\"]').length === 2",
             timeout=180_000)

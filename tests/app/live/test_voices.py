@@ -166,3 +166,54 @@ def test_a_speaker_slow_to_read_never_delays_the_rooms_voice() -> None:
     assert track.heard_s == pytest.approx(50.0)  # all ten chunks, while nothing was sent
     assert copy.queued <= int(SPEAKER_QUEUE_S * rate) * 2
     assert copy.dropped_s == pytest.approx(50.0 - SPEAKER_QUEUE_S - 0.5, abs=0.6)
+
+
+def test_the_operator_turns_a_voice_off_and_on_during_the_talk(live_server) -> None:
+    """Off: the language's commits are not spoken (its captions go on); on again: spoken
+    from the next commit. Each switch is answered; a bad one is an error frame."""
+    async def main() -> tuple[list[dict], int, int]:
+        async with websockets.connect(_ws(live_server), max_size=None) as ws:
+            await ws.send(json.dumps({"type": "start", "display": "append",
+                                      "target_langs": ["de"], "voices": ["de"]}))
+            assert json.loads(await ws.recv())["type"] == "ready"
+            for bad in ({"type": "voice", "lang": "ja", "on": False},
+                        {"type": "voice", "lang": "de", "on": "no"},
+                        {"type": "voice", "lang": "de"}):
+                await ws.send(json.dumps(bad))
+            await ws.send(json.dumps({"type": "voice", "lang": "de", "on": False}))
+            frames: list[dict] = []
+            audio = {"off": 0, "on": 0}
+            phase = "off"
+
+            async def until(kind: str) -> None:
+                nonlocal phase
+                async with asyncio.timeout(300):
+                    while True:
+                        raw = await ws.recv()
+                        if isinstance(raw, bytes):
+                            audio[phase] += len(raw) - 2
+                            continue
+                        frames.append(json.loads(raw))
+                        if frames[-1]["type"] == kind:
+                            return
+
+            await until("voice")
+            await ws.send(json.dumps({"type": "final", "segment": 0, "text": SENTENCES[0]}))
+            await until("caption")  # the final's caption: its commits went by unspoken
+            await ws.send(json.dumps({"type": "voice", "lang": "de", "on": True}))
+            await until("voice")
+            phase = "on"
+            await ws.send(json.dumps({"type": "final", "segment": 1, "text": SENTENCES[1]}))
+            await ws.send(json.dumps({"type": "stop"}))
+            await until("done")
+            return frames, audio["off"], audio["on"]
+
+    frames, off_bytes, on_bytes = asyncio.run(main())
+    errors = [(f["code"], f.get("param")) for f in frames if f["type"] == "error"]
+    assert errors == [("unknown_voice", "lang"), ("invalid_message", "on"),
+                      ("invalid_message", "on")]
+    switches = [(f["lang"], f["on"]) for f in frames if f["type"] == "voice"]
+    assert switches == [("de", False), ("de", True)]
+    finals = [f for f in frames if f["type"] == "caption" and f["final"]]
+    assert len(finals) == 2  # the captions went on while the voice was off
+    assert off_bytes == 0 and on_bytes > 22050  # silent while off; a second of speech on
