@@ -10,8 +10,8 @@ time), update by update, so machine noise hits both alike. Every update sends th
 project's few-shot prompt (``app.translation.prompts``) to ``/completion``, greedy, stopping at the
 newline, with the prompt cache on (as a caption server would run llama-server). Prints
 output tokens/s of each model, the ratio, and chrF of the finals. llama-server is not part
-of livetrans: build it from llama.cpp's source (the ``llama-cpp-python`` sdist carries it
-under ``vendor/llama.cpp``; docs/llama-server.md).
+of livetrans: build it from llama.cpp's source, which the ``llama-cpp-python`` source
+package carries (docs/llama-server.md says how).
 """
 
 from __future__ import annotations
