@@ -44,6 +44,7 @@ from app.translation.commit_policy import CommitStep, SegmentCommits
 from app.translation.commits import Commit
 from app.translation.display import DisplayPolicy, Translation, display_policy, display_unit
 from app.translation.sessions import Session
+from app.translation.steps.append import append_step
 from app.translation.translator import TranslateOptions
 
 log = logging.getLogger("livetrans.live")
@@ -175,13 +176,9 @@ class LanguagePipeline:
         anything; nothing from an output that is no translation); a final, the rest of the
         segment, whose text starts with everything committed (the committed prefix wins
         over a final that would diverge)."""
-        if update.final:
+        if update.final:  # the segment closes: its commit state goes
             self.commits.pop(update.segment, None)
-            return commits.final(caption)
-        if pathology is not None:
-            commits.unfit()
-            return None
-        return commits.partial(tokens, caption)
+        return append_step(commits, tokens, caption, update.final, pathology)
 
     def next_revision(self, update: Update) -> int:
         """1, 2, ... per segment; a final closes its segment's count."""

@@ -16,11 +16,13 @@ which covers talk seconds ``[i*D, (i+1)*D)`` as the subtitle segments do
 Segments and pieces are the same frames, so an HLS player and a live listener hear the
 same audio.
 
-Memory is bounded: what is not yet encoded is the speech queued ahead of the clock, at
-most ``MAX_AHEAD_S`` (more is dropped and counted: the voice stream's own bounds normally
-keep it far below); what was cut is the store's (``segments``). The ticker's task ends
-only by ``finish`` or ``abort``; an unexpected failure in it is logged and ends the track
-(``failed_task``), never silently.
+A segment the store cannot take (Redis away) waits, and is written before the next one
+once the store is back (``_store``): listeners on other replicas miss nothing a short
+outage covers. Memory is bounded: what is not yet encoded is the speech queued ahead of
+the clock, at most ``MAX_AHEAD_S`` (more is dropped and counted: the voice stream's own
+bounds normally keep it far below); what was cut is the store's (``segments``). The
+ticker's task ends only by ``finish`` or ``abort``; an unexpected failure in it is logged
+and ends the track (``failed_task``), never silently.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -41,6 +44,8 @@ log = logging.getLogger("livetrans.rooms")
 PIECE_S = 0.25  # a live piece: what a listener waits for at least, besides the network
 PIECE_SETTLE_S = 0.05  # a piece is encoded this long after its window ends
 MAX_AHEAD_S = 120.0  # speech queued ahead of the talk's clock, at most
+MAX_UNSTORED_S = 600.0  # segments waiting for a store that is away, at most this much audio
+END_RETRIES, END_RETRY_S = 3, 1.0  # the talk's end: so many more tries to store the rest
 _PIECE = round(PIECE_S * RATE)
 
 
@@ -94,7 +99,10 @@ class RoomVoiceTrack:
         self._task: asyncio.Task | None = None
         self._lock = asyncio.Lock()  # one encoding step at a time
         self._stop = asyncio.Event()  # the ticker's end (never cancelled inside a step)
-        self.failed = 0  # segments the store did not take (logged)
+        self.failed = 0  # attempts the store refused (logged once per outage)
+        self.lost = 0  # segments given up (beyond MAX_UNSTORED_S, or unstored at the end)
+        self._unstored: deque[VoiceSegment] = deque()  # in order, for the store to take
+        self._store_down = False
         self.pieces_failed = 0  # pieces the live feed did not take (logged once)
         self.failed_task: BaseException | None = None  # what ended the ticker, if not us
         self.ended = False
@@ -213,13 +221,38 @@ class RoomVoiceTrack:
                                    frames[0].pts_s if frames else self.cut_s, length)
             self.index += 1
             self._cut = until
+            await self._store(segment)
+            return segment
+
+    async def _store(self, segment: VoiceSegment | None = None) -> bool:
+        """Publish ``segment`` after any the store did not take yet, in order; whether
+        none is left waiting. A store that is away (Redis restarting, failing over) costs
+        listeners nothing once it is back: what it missed is written then, oldest first,
+        as the room's finals are. Waiting segments are bounded (``MAX_UNSTORED_S`` of
+        audio; past it the oldest are given up, logged and counted in ``lost``)."""
+        if segment is not None:
+            self._unstored.append(segment)
+        while self._unstored:
+            head = self._unstored[0]
             try:
-                await self.publish(segment)
+                await self.publish(head)
             except Exception as exc:  # noqa: BLE001 - the store's trouble, not the talk's
                 self.failed += 1
-                log.warning("room voice: segment %d not stored (%s)", segment.index,
-                            type(exc).__name__)
-            return segment
+                if not self._store_down:
+                    self._store_down = True
+                    log.warning("room voice: segment %d not stored (%s); kept and written "
+                                "again with the next one", head.index, type(exc).__name__)
+                while len(self._unstored) * self.segment_s > MAX_UNSTORED_S:
+                    gone = self._unstored.popleft()
+                    self.lost += 1
+                    log.warning("room voice: segment %d given up (the store has been away "
+                                "for %.0f s of audio)", gone.index, MAX_UNSTORED_S)
+                return False
+            self._unstored.popleft()
+            if self._store_down and not self._unstored:
+                self._store_down = False
+                log.info("room voice: the store took the segments it had missed")
+        return True
 
     async def finish(self) -> None:
         """The talk ended: the speech still queued is cut into the last segments, then
@@ -233,6 +266,15 @@ class RoomVoiceTrack:
         while self.end_s - self.cut_s > self.segment_s:
             await self.cut()
         await self.cut(last=True)
+        for _ in range(END_RETRIES):  # the store still away: a few more tries, then lost
+            if await self._store():
+                break
+            await asyncio.sleep(END_RETRY_S)
+        if self._unstored:
+            self.lost += len(self._unstored)
+            log.warning("room voice: %d segment(s) not stored by the talk's end",
+                        len(self._unstored))
+            self._unstored.clear()
         if self.on_end is not None:
             await self.on_end(self.index)
 

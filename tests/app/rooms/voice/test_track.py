@@ -5,6 +5,7 @@ clock put it, nothing overlapping, no segment changed once published."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import subprocess
 from pathlib import Path
@@ -87,7 +88,7 @@ def test_speech_too_far_ahead_of_the_clock_is_dropped_and_counted() -> None:
     assert len(track.pending) == 120 * RATE  # bounded
 
 
-def test_a_store_that_fails_loses_one_segment_not_the_track(caplog) -> None:
+def test_a_store_away_for_a_moment_loses_nothing(caplog) -> None:
     calls = 0
 
     async def publish(segment: VoiceSegment) -> None:
@@ -102,8 +103,39 @@ def test_a_store_that_fails_loses_one_segment_not_the_track(caplog) -> None:
         await track.finish()
         return track
 
+    with caplog.at_level(logging.INFO, logger="livetrans.rooms"):
+        track = asyncio.run(main())
+    # segment 0 refused, then written again before segment 1: both stored, in order
+    assert track.failed == 1 and calls == 3 and track.lost == 0
+    assert "not stored" in caplog.text and "took the segments it had missed" in caplog.text
+
+
+def test_a_store_away_for_long_gives_up_the_oldest_and_says_so(caplog, monkeypatch) -> None:
+    from app.rooms.voice import track as track_module
+
+    monkeypatch.setattr(track_module, "MAX_UNSTORED_S", 4.0)  # two segments
+    monkeypatch.setattr(track_module, "END_RETRY_S", 0.0)
+    stored: list[int] = []
+    away = True
+
+    async def publish(segment: VoiceSegment) -> None:
+        if away:
+            raise ConnectionError("store away")
+        stored.append(segment.index)
+
+    async def main() -> RoomVoiceTrack:
+        nonlocal away
+        track = RoomVoiceTrack(SEGMENT_S, publish, Clock())
+        track.add(tone(9.0), RATE)
+        for _ in range(4):  # segments 0-3 refused; 0 and 1 given up past the bound
+            await track.cut()
+        away = False
+        await track.finish()  # 2 and 3 written first, then the last ones
+        return track
+
     track = asyncio.run(main())
-    assert track.failed == 1 and calls == 2 and "not stored" in caplog.text
+    assert track.lost == 2 and stored == [2, 3, 4]
+    assert caplog.text.count("given up") == 2 and caplog.text.count("not stored (") == 1
 
 
 def test_the_memory_store_keeps_the_newest_within_its_bounds() -> None:
