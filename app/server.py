@@ -225,6 +225,9 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         await state.push_flushes.wait(state.grace_left())
         await room_listen.close_listeners(app.state)
         await _close_rooms(state)
+        # what start-up froze can go now: a process that runs several servers in turn
+        # (benchmarks, the tests) would otherwise keep every stopped one's model for good
+        gc.unfreeze()
 
     replica = state.replica = settings.replica_id or f"{socket.gethostname()}:{settings.port}"
     install_log_redaction()

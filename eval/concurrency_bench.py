@@ -169,7 +169,7 @@ def _server(parallel: int, args: argparse.Namespace):  # noqa: ANN202
 def _run_once(server, parallel: int, c: int, mode: str, data: dict,
               args: argparse.Namespace) -> RunFigures:
     url = server.url.replace("http://", "ws://") + "/v1/live"
-    engine = server.state.worker.engine
+    engine = server.state.backend.worker.engine
     figures = RunFigures(mode, c, parallel)
     passes = engine.forward_passes
     asyncio.run(_run_streams(url, data[mode][:c], args.lang, mode == "closed", args.speed,

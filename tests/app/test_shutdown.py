@@ -39,3 +39,16 @@ def test_sigterm_flushes_finals_and_closes_websockets_with_1001() -> None:
         assert msgs[-1]["type"] == "done" and close_code == 1001
         # uvicorn re-raises the signal after its graceful shutdown
         assert proc.wait(60) in (0, -signal.SIGTERM)
+
+
+def test_a_stopped_server_leaves_nothing_frozen() -> None:
+    """Start-up freezes what it made (``gc.freeze``: out of the collector's way while it
+    serves); stopping unfreezes it, so a process that runs servers in turn (benchmarks,
+    this test suite) gets each stopped one's memory back (it kept ~600 MB a server)."""
+    import gc
+
+    from eval.local_server import LocalServer
+
+    with LocalServer():
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
