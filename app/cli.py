@@ -71,15 +71,20 @@ def _add_setting_flag(parser: argparse._ArgumentGroup, name: str) -> None:
         parser.add_argument(flag, dest=name, default=None, help=help_text)
 
 
-def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
+def serve_settings(args: argparse.Namespace) -> Settings:
+    """The settings ``serve``'s flags name, the rest from ``LIVETRANS_*`` or defaults."""
     overrides = {
         name: getattr(args, name)
         for name in Settings.model_fields
         if getattr(args, name, None) is not None
     }
-    settings = load_settings(**overrides)
+    return load_settings(**overrides)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    settings = serve_settings(args)
     settings.check_files()
     configure_omp_wait(settings.omp_wait_policy)  # before llama.cpp loads
     # a bad model (or chat template) is one line now, not in a thread
