@@ -50,7 +50,13 @@ from app.translation.sessions import (
     SessionStoreFullError,
     StaleUpdateError,
 )
-from app.translation.translator import TranslateOptions, TranslationOutcome
+from app.translation.translator import (
+    Hints,
+    JobControl,
+    TranslateOptions,
+    TranslationOutcome,
+    UpdateSession,
+)
 
 router = APIRouter()
 
@@ -207,12 +213,11 @@ async def _run(
         if prep.options is not None:
             assert prep.source is not None
             coro = state.translator.translate(
-                prep.source, prep.options,
-                session=prep.session,
-                is_final=body.is_final,
-                seq=body.seq,
-                prediction=body.prediction.text() if body.prediction else None,
-                on_text=on_text, cancel=cancel, started=started, context=prep.context,
+                prep.source, prep.options, is_final=body.is_final,
+                session=UpdateSession(session=prep.session, seq=body.seq),
+                hints=Hints(prediction=body.prediction.text() if body.prediction else None,
+                            context=prep.context),
+                job=JobControl(on_text=on_text, cancel=cancel, started=started),
             )
         else:
             limit = min(body.token_limit() or state.settings.max_new_tokens,

@@ -45,7 +45,7 @@ from app.translation.commits import Commit
 from app.translation.display import DisplayPolicy, Translation, display_policy, display_unit
 from app.translation.sessions import Session
 from app.translation.steps.append import append_step
-from app.translation.translator import TranslateOptions
+from app.translation.translator import Hints, JobControl, TranslateOptions, UpdateSession
 
 log = logging.getLogger("livetrans.live")
 
@@ -89,13 +89,15 @@ class LanguagePipeline:
         measured.since("parse_ms", update.received)  # the frame read, parsed and queued
         current_timings.set(measured)  # this task's own context (one per language)
         commits = self.segment_commits(update.segment) if self.append else None
-        forced = {"forced": commits.forced()} if commits is not None and commits.tokens else {}
+        forced = commits.forced() if commits is not None and commits.tokens else ()
         try:
             outcome = await services.translate(
-                update.text, self.options, session=self.session, is_final=update.final,
-                priority=PRIORITY_FINAL if update.final else PRIORITY_PARTIAL,
-                bypass_limit=update.final, cancel=cancel, started=begun, queue_seq=seq,
-                **forced,
+                update.text, self.options, is_final=update.final,
+                session=UpdateSession(session=self.session),
+                hints=Hints(forced=forced),
+                job=JobControl(priority=PRIORITY_FINAL if update.final else PRIORITY_PARTIAL,
+                               bypass_limit=update.final, cancel=cancel, started=begun,
+                               queue_seq=seq),
             )
         except JobCancelledError:
             if update.final:  # finals are never superseded; should it happen, say so

@@ -13,11 +13,26 @@ are biased by accident, and a step's test builds only its own group.
 test): its defaults come from the groups (one place for each default), and its properties
 (``opts.drafting``, ``opts.display``, ...) hand each step its group. ``TranslateOptions.of``
 builds one from groups.
+
+``Translator.translate`` takes, besides the source and these options, three small groups
+that say how one call runs rather than how the text is translated: ``UpdateSession``
+(whose session the update belongs to, and the client's update counter), ``Hints`` (what
+the caller already has of the answer: a client's prediction, a stateless request's
+context, append-only text's committed tokens) and ``JobControl`` (how the backend runs
+the job: priority, cancel, streaming, queue position).
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from app.translation.backend_types import PRIORITY_REQUEST
+
+if TYPE_CHECKING:
+    from app.translation.sessions import Session
 
 
 @dataclass(frozen=True)
@@ -198,3 +213,61 @@ class TranslateOptions:
 # The defaults of every translation option, in one place: the HTTP request, the WebSocket
 # ``start`` and the eval harness read theirs from here (``tests/app/test_options_paths.py``).
 DEFAULT_OPTIONS = TranslateOptions()
+
+
+# -- how one call of ``Translator.translate`` runs ------------------------------------------
+
+
+@dataclass(frozen=True)
+class UpdateSession:
+    """Whose session an update belongs to (none: a stateless request).
+
+    ``session``: one the caller already holds (the WebSocket owns its session for the
+    connection's lifetime); otherwise ``session_id`` is acquired for the call, on behalf of
+    ``owner``. ``seq`` is the client's update counter, which the session records as applied
+    together with the translation (README "Order of updates").
+    """
+
+    session_id: str | None = None
+    owner: str | None = None
+    session: Session | None = None
+    seq: int | None = None
+
+    @property
+    def stateless(self) -> bool:
+        return self.session is None and self.session_id is None
+
+
+@dataclass(frozen=True)
+class Hints:
+    """What the caller already has of the answer and its history.
+
+    ``prediction``: a client's guess of the translation, the draft instead of the
+    session's; ``context``: a stateless request's earlier (source, translation) pairs
+    (without it, a session's previous finals are the context); ``forced``: tokens the
+    answer must start with, an append-only segment's committed text
+    (``app.translation.commit_policy``).
+    """
+
+    prediction: str | None = None
+    context: list[tuple[str, str]] | None = None
+    forced: Sequence[int] = ()
+
+
+@dataclass(frozen=True)
+class JobControl:
+    """How the backend runs the update's job (``BackendRunner.run``), and its stream.
+
+    ``priority``: the seam's ranks (finals first); ``bypass_limit`` lets a final in when
+    the queue is full; ``cancel`` ends the generation; ``started`` is set when it starts;
+    ``queue_seq`` (``BackendService.next_seq``) keeps the queue position of a job this one
+    supersedes; ``on_text`` receives the answer as it is generated (a streamed update is
+    neither retried nor cut).
+    """
+
+    priority: int = PRIORITY_REQUEST
+    bypass_limit: bool = False
+    cancel: threading.Event | None = None
+    started: threading.Event | None = None
+    queue_seq: int | None = None
+    on_text: Callable[[str], None] | None = None

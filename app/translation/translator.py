@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 
 from app.engine.timings import current_timings
 from app.translation.backend import (
-    PRIORITY_REQUEST,
     BackendRunner,
     GenerationRequest,
     GenerationResult,
@@ -34,7 +33,13 @@ from app.translation.backend import (
 )
 from app.translation.framing import StreamCleaner
 from app.translation.glossary import Term
-from app.translation.options import DEFAULT_OPTIONS, TranslateOptions
+from app.translation.options import (
+    DEFAULT_OPTIONS,
+    Hints,
+    JobControl,
+    TranslateOptions,
+    UpdateSession,
+)
 from app.translation.prompts import (
     PromptFormat,
     TranslationPrompt,
@@ -61,14 +66,17 @@ from drafters.chain import DEFAULT_ORDER
 
 # What callers import from here; the options live in ``app.translation.options``, the
 # steps of an update in ``app.translation.steps``.
-__all__ = ["DEFAULT_OPTIONS", "GLOSSARY_BETA", "GLOSSARY_START_BETA", "PromptPlan",
-           "TranslateOptions", "TranslationOutcome", "Translator", "UpdateOutcome",
-           "UpdateRequest", "bounded_context", "cleans", "continuation", "cut_loop",
-           "diagnose_output", "forced_answer", "masked_tokens", "new_word", "next_draft",
-           "plan_prompt", "ran_away", "run_update", "shown_tokens", "trailing_punctuation",
-           "translation_token_cap", "update_beta", "with_glossary"]
+__all__ = ["DEFAULT_OPTIONS", "GLOSSARY_BETA", "GLOSSARY_START_BETA", "Hints", "JobControl",
+           "PromptPlan", "TranslateOptions", "TranslationOutcome", "Translator", "UpdateOutcome",
+           "UpdateRequest", "UpdateSession", "bounded_context", "cleans", "continuation",
+           "cut_loop", "diagnose_output", "forced_answer", "masked_tokens", "new_word",
+           "next_draft", "plan_prompt", "ran_away", "run_update", "shown_tokens",
+           "trailing_punctuation", "translation_token_cap", "update_beta", "with_glossary"]
 
 ChainFactory = Callable[[list[str], str], object | None]
+
+# ``Translator.translate``'s defaults: a stateless update, nothing given, a plain job
+NO_SESSION, NO_HINTS, DEFAULT_JOB = UpdateSession(), Hints(), JobControl()
 
 # A client's ``prediction`` has no history: under ``bias_scope="agreed"`` all of it is agreed.
 PREDICTION_AGREED = 1 << 30
@@ -173,77 +181,61 @@ class Translator:
         source: str,
         opts: TranslateOptions,
         *,
-        session_id: str | None = None,
         is_final: bool | None = None,
-        owner: str | None = None,
-        prediction: str | None = None,
-        on_text: Callable[[str], None] | None = None,
-        cancel: threading.Event | None = None,
-        priority: int = PRIORITY_REQUEST,
-        bypass_limit: bool = False,
-        session: Session | None = None,
-        started: threading.Event | None = None,
-        queue_seq: int | None = None,
-        seq: int | None = None,
-        context: list[tuple[str, str]] | None = None,
-        forced: Sequence[int] = (),
+        session: UpdateSession = NO_SESSION,
+        hints: Hints = NO_HINTS,
+        job: JobControl = DEFAULT_JOB,
     ) -> TranslationOutcome:
         """Translate one update. With a session, its previous translation is the draft.
 
-        ``context`` is a stateless request's earlier (source, translation) pairs; without
-        it, a session's previous finals are the context (``opts.context`` of them).
-
-        ``session`` may be passed by a caller that already holds it (the WebSocket, which
-        owns its session for the connection's lifetime); otherwise it is acquired here.
-        ``queue_seq`` (``EngineWorker.next_seq``) keeps the engine-queue position of a job
-        this one supersedes; ``seq`` is the client's update counter, which the session
-        records as applied together with the translation (README "Order of updates").
-
-        ``forced`` (append-only text, ``app.translation.commit_policy``): tokens the answer must
-        start with, the segment's committed text; the outcome's text starts with them.
+        ``is_final`` defaults to True for a stateless request and False in a session.
+        ``session`` says whose session the update belongs to (one the caller holds, or an
+        id acquired here) and the client's update counter; ``hints`` what the caller has of
+        the answer (a prediction, a stateless request's context, append-only text's forced
+        start: the outcome's text starts with it); ``job`` how the backend runs it
+        (``app.translation.options`` says what each field means).
         """
-        final = (session_id is None and session is None) if is_final is None else is_final
+        final = session.stateless if is_final is None else is_final
         measured = current_timings.get()
         t_start = time.perf_counter()
+        held = session.session
         acquired = False
-        if session is None and session_id is not None:
-            session = self.sessions.acquire(session_id, owner)
+        if held is None and session.session_id is not None:
+            held = self.sessions.acquire(session.session_id, session.owner)
             acquired = True
         try:
-            request, streamed = self._request(source, opts, final, session, prediction,
-                                              context, on_text, cancel, forced)
+            request, streamed = self._request(source, opts, final, held, hints, job)
 
-            async def job(backend: TranslationBackend) -> UpdateOutcome:
+            async def run(backend: TranslationBackend) -> UpdateOutcome:
                 return await run_steps(backend, request)
 
             if measured is not None:
                 measured.since("prompt_ms", t_start)
             update: UpdateOutcome = await self.runner.run(
-                job, priority=priority, cancel=cancel, bypass_limit=bypass_limit,
-                started=started, queue_seq=queue_seq,
+                run, priority=job.priority, cancel=job.cancel, bypass_limit=job.bypass_limit,
+                started=job.started, queue_seq=job.queue_seq,
             )
             t_done = time.perf_counter()
             text = update.result.text.strip() if update.caption is None else update.caption
             if streamed is not None:
                 streamed.finish(text)
-            revision = commit_session(session, source, update, text, final, opts.languages,
-                                      seq)
-            outcome = outcome_of(update, text, revision, session, final, opts)
+            revision = commit_session(held, source, update, text, final, opts.languages,
+                                      session.seq)
+            outcome = outcome_of(update, text, revision, held, final, opts)
             if measured is not None:
                 measured.since("finish_ms", t_done)
             return outcome
         finally:
-            if acquired and session is not None:
-                self.sessions.release(session)
+            if acquired and held is not None:
+                self.sessions.release(held)
 
     def _request(self, source: str, opts: TranslateOptions, final: bool,
-                 session: Session | None, prediction: str | None,
-                 context: list[tuple[str, str]] | None,
-                 on_text: Callable[[str], None] | None, cancel: threading.Event | None,
-                 forced: Sequence[int]) -> tuple[UpdateRequest, StreamCleaner | None]:
+                 session: Session | None, hints: Hints,
+                 job: JobControl) -> tuple[UpdateRequest, StreamCleaner | None]:
         """The update's job, planned on the event loop: the draft plan, the prompt (with a
         session's previous finals as context unless the request brought its own), the
         drafter chain, and a streamed answer's cleaner (the stream is cleaned too)."""
+        prediction, context, on_text = hints.prediction, hints.context, job.on_text
         plan = self._plan(session, opts, prediction)
         if context is None and session is not None:
             context = session.context(opts.target_lang, opts.source_lang, opts.context)
@@ -257,9 +249,9 @@ class Translator:
         return UpdateRequest(
             prompt=p.prompt, options=opts, is_final=final,
             draft_tokens=plan.tokens if prediction is None else None, draft_text=prediction,
-            chain=chain, cancel=cancel, on_text=on_text, draft_agreed=plan.agreed,
+            chain=chain, cancel=job.cancel, on_text=on_text, draft_agreed=plan.agreed,
             examples=p.examples, retry_prompt=p.retry, terms=p.terms or [],
-            term_prompt=p.term_prompt, forced=forced), streamed
+            term_prompt=p.term_prompt, forced=hints.forced), streamed
 
     @staticmethod
     def _plan(session: Session | None, opts: TranslateOptions,

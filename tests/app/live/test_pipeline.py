@@ -5,7 +5,6 @@ they cost a forward pass, a final stopping a running partial, one language's fai
 from __future__ import annotations
 
 import asyncio
-import threading
 from types import SimpleNamespace
 
 from app.engine.engine import GenerationResult
@@ -13,7 +12,7 @@ from app.live.pipeline import FanOut, LanguagePipeline
 from app.live.queue import Update
 from app.live.services import LiveMetrics
 from app.translation.sessions import Session
-from app.translation.translator import TranslateOptions, TranslationOutcome
+from app.translation.translator import Hints, JobControl, TranslateOptions, TranslationOutcome
 
 
 class FakeTranslator:
@@ -25,8 +24,10 @@ class FakeTranslator:
         self.fail: set[str] = set()
         self.calls: list[tuple[str, str, bool]] = []
 
-    async def translate(self, text, opts, *, session, is_final, cancel: threading.Event,  # noqa: ANN001
-                        started: threading.Event, **_) -> TranslationOutcome:
+    async def translate(self, text, opts, *, is_final, job: JobControl,  # noqa: ANN001
+                        **_) -> TranslationOutcome:
+        cancel, started = job.cancel, job.started
+        assert cancel is not None and started is not None
         self.calls.append((opts.target_lang, text, is_final))
         if self.gate is not None and not is_final:
             await self.gate.wait()
@@ -123,7 +124,7 @@ def test_a_final_stops_a_running_partial_and_is_answered() -> None:
 
         async def slow(text, opts, **kw):  # noqa: ANN001, ANN202
             if not kw["is_final"]:
-                kw["started"].set()  # running in the engine
+                kw["job"].started.set()  # running in the engine
                 await hold.wait()
             return await original(text, opts, **kw)
 
@@ -170,10 +171,10 @@ class AppendTranslator:
         self.outputs = outputs
         self.forced: list[list[int]] = []
 
-    async def translate(self, text, opts, *, is_final, started: threading.Event,  # noqa: ANN001
-                        forced=(), **_) -> TranslationOutcome:  # noqa: ANN001
-        self.forced.append(list(forced))
-        started.set()
+    async def translate(self, text, opts, *, is_final, hints: Hints,  # noqa: ANN001
+                        job: JobControl, **_) -> TranslationOutcome:
+        self.forced.append(list(hints.forced))
+        job.started.set()
         tokens = self.outputs.pop(0)
         out = b"".join(PIECES[t] for t in tokens).decode().strip()
         result = GenerationResult(tokens=tokens, text=out, finish_reason="stop",

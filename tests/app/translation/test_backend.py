@@ -23,7 +23,13 @@ from app.translation.backend import (
 from app.translation.llama_backend import LlamaBackend, LlamaRunner, StandaloneLlamaBackend
 from app.translation.prompts import FewShotFormat
 from app.translation.sessions import Session, SessionStore
-from app.translation.translator import TranslateOptions, Translator, run_update
+from app.translation.translator import (
+    JobControl,
+    TranslateOptions,
+    Translator,
+    UpdateSession,
+    run_update,
+)
 
 ANSWER = " Guten Morgen zusammen."
 
@@ -150,8 +156,9 @@ def test_the_translator_drives_a_session_through_the_seam() -> None:
     opts = TranslateOptions(target_lang="de")
 
     def update(text: str, final: bool, seq: int):  # noqa: ANN202
-        return asyncio.run(translator.translate(text, opts, session=session, is_final=final,
-                                                seq=seq, queue_seq=seq))
+        return asyncio.run(translator.translate(
+            text, opts, is_final=final, session=UpdateSession(session=session, seq=seq),
+            job=JobControl(queue_seq=seq)))
 
     first = update("Good morning", False, 1)
     assert first.revision == 1 and list(backend.requests[0].draft) == []

@@ -16,10 +16,13 @@ from app.translation.pathology import diagnose, loops
 from app.translation.prompts import FewShotFormat, TranslationPrompt, ours, tokenize_prompt, user
 from app.translation.sessions import Session, SessionStore
 from app.translation.translator import (
+    Hints,
+    JobControl,
     TranslateOptions,
     TranslationOutcome,
     Translator,
     UpdateOutcome,
+    UpdateSession,
     masked_tokens,
     next_draft,
     plan_prompt,
@@ -154,9 +157,11 @@ def test_translate_drives_the_session_lifecycle(engine) -> None:
     session = Session("lifecycle")
     opts = TranslateOptions(target_lang="de")
 
-    def run(text: str, final: bool, **kw) -> TranslationOutcome:  # noqa: ANN003
-        return asyncio.run(translator.translate(text, opts, session=session, is_final=final,
-                                                **kw))
+    def run(text: str, final: bool, seq: int, queue_seq: int | None = None,
+            ) -> TranslationOutcome:
+        return asyncio.run(translator.translate(
+            text, opts, is_final=final, session=UpdateSession(session=session, seq=seq),
+            job=JobControl(queue_seq=queue_seq)))
 
     first = run("The committee met", False, seq=1, queue_seq=7)
     assert first.revision == 1 and first.result.ssbd_draft_tokens == 0
@@ -175,13 +180,14 @@ def test_a_cancelled_update_is_not_committed(engine) -> None:
     translator, _ = _translator(engine)
     session = Session("cancel")
     opts = TranslateOptions(target_lang="de")
-    asyncio.run(translator.translate("Good morning", opts, session=session, is_final=False,
-                                     seq=1))
+    asyncio.run(translator.translate("Good morning", opts, is_final=False,
+                                     session=UpdateSession(session=session, seq=1)))
     draft = session.plan_draft("de", "en")
     stop = threading.Event()
     stop.set()
-    out = asyncio.run(translator.translate("Good morning everyone", opts, session=session,
-                                           is_final=False, cancel=stop, seq=2))
+    out = asyncio.run(translator.translate("Good morning everyone", opts, is_final=False,
+                                           session=UpdateSession(session=session, seq=2),
+                                           job=JobControl(cancel=stop)))
     assert out.result.finish_reason == "cancelled"
     assert session.plan_draft("de", "en") == draft and session.newest_seq == 1
     assert session.newest_source == "Good morning"
@@ -191,7 +197,7 @@ def test_a_prediction_is_the_draft_and_leaves_the_session_alone(engine) -> None:
     translator, _ = _translator(engine)
     opts = TranslateOptions(target_lang="de", beta=0.0)
     out = asyncio.run(translator.translate("Good morning", opts, is_final=True,
-                                           prediction="Guten Morgen"))
+                                           hints=Hints(prediction="Guten Morgen")))
     assert out.session_id is None and out.result.drafts.ssbd_proposed > 0
 
 
@@ -290,13 +296,13 @@ def test_the_translator_retries_a_looping_final_unless_it_was_streamed(engine) -
     translator, _ = _translator(engine)
     opts = TranslateOptions(target_lang="de", beta=0.99, final_beta=None)
     out = asyncio.run(translator.translate(LOOP_SOURCE, opts, is_final=True,
-                                           prediction=LOOP_DRAFT.strip()))
+                                           hints=Hints(prediction=LOOP_DRAFT.strip())))
     assert out.retried == "loop" and not loops(out.text)
     assert out.pathology is None or out.pathology == "loop"
     streamed: list[str] = []
     out = asyncio.run(translator.translate(LOOP_SOURCE, opts, is_final=True,
-                                           prediction=LOOP_DRAFT.strip(),
-                                           on_text=streamed.append))
+                                           hints=Hints(prediction=LOOP_DRAFT.strip()),
+                                           job=JobControl(on_text=streamed.append)))
     assert out.retried is None and out.pathology == "loop"
     assert "".join(streamed) == out.result.text and loops(out.text)
 
@@ -424,8 +430,9 @@ def test_the_translator_forces_the_prefix_and_the_session_keeps_the_whole_answer
     session = Session("forced")
     opts = TranslateOptions(target_lang="de")
     forced = engine.rt.tokenize(" Der Ausschuss", add_bos=False)
-    out = asyncio.run(translator.translate("The committee met", opts, session=session,
-                                           is_final=False, forced=forced))
+    out = asyncio.run(translator.translate("The committee met", opts, is_final=False,
+                                           session=UpdateSession(session=session),
+                                           hints=Hints(forced=forced)))
     assert out.text.startswith("Der Ausschuss")
     assert session.plan_draft("de", "en").tokens[: len(forced)] == forced
 
