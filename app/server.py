@@ -179,10 +179,20 @@ async def _close_rooms(state: ServerState) -> None:
         await state.viewer_tokens.store.close()
 
 
+# What loads the translation backend on the loader thread: it sets ``state.backend`` (a
+# ``BackendService``, app.translation.backend) and ``state.translator``, and says what the
+# server serves for the ready line (None: it failed; ``state.load_error`` says why). The
+# llama.cpp model (``_load_engine``) by default; tests/examples/test_plug_in_backend.py
+# plugs in another.
+BackendLoader = Callable[[ServerState], str | None]
+
+
 def create_app(settings: Settings | None = None, load_in_background: bool = True,
-               on_load_error: Callable[[str], None] | None = None) -> FastAPI:
+               on_load_error: Callable[[str], None] | None = None,
+               load_backend: BackendLoader = _load_engine) -> FastAPI:
     """The ASGI app. The model loads on a thread while the server starts (``/health`` says
-    ``loading``); ``on_load_error`` is told if it fails (``serve`` then exits, one line)."""
+    ``loading``); ``on_load_error`` is told if it fails (``serve`` then exits, one line).
+    ``load_backend`` loads another translation backend instead of the llama.cpp model."""
     settings = settings or Settings()
     model_path = resolve_model_path(settings.model)
     model_id = settings.model_alias or model_id_for(model_path)
@@ -200,7 +210,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         def load() -> None:
-            served = _load_engine(state)
+            served = load_backend(state)
             if served is not None:
                 ready_line.loaded(served)
                 _warm_voices(state)
