@@ -3,13 +3,15 @@
 An engine (Piper, espeak-ng, Kokoro) implements ``Synthesizer``; ``synthesize`` blocks (it
 runs a model or a process) and is always called off the event loop and off the engine's
 thread. Everything above this seam (a connection's voice, a room's voice, the realtime
-translation API's audio deltas) sees only this protocol.
+translation API's audio deltas) sees only this protocol. Engines are registered by name
+and chosen by configuration (``app.voice.engines``, ``--voice-engine``), as recognisers
+are (``app.speech.engines``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 # Speeds an engine accepts: the catch-up policy only ever asks for 1.0 or more, and
 # past 2x speech stops being intelligible, so every engine clamps to this range.
@@ -28,7 +30,17 @@ class VoiceInfo:
     sample_rate: int  # Hz of the PCM16 mono it returns
 
 
+@runtime_checkable
 class Synthesizer(Protocol):
+    """One language's voice, shared by every stream of that language (``VoiceRegistry``).
+
+    ``info`` says what it is (and the sample rate of what it returns); ``synthesize``
+    speaks one committed phrase. ``VoiceStream`` (``app.voice.stream``) calls it on the
+    registry's executor, one phrase of a stream at a time, with a speed above 1.0 when
+    the voice fell behind the speaker (``app.voice.catchup``); it must be safe to call
+    from the executor's threads.
+    """
+
     info: VoiceInfo
 
     def synthesize(self, text: str, speed: float = 1.0) -> bytes:

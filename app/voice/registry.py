@@ -1,11 +1,12 @@
 """Which voice speaks a language on this server: ``lang -> Synthesizer``.
 
 The operator's choice comes first: a Piper voice named for the language
-(``serve --voice de=PATH.onnx``). Then the default engine (``--voice-engine``): ``auto``
-takes the best packaged voice installed (Kokoro for Japanese, Piper's joe for English),
-``piper`` / ``kokoro`` only that engine's packaged voices, ``espeak-ng`` espeak-ng for
-everything, ``none`` no voice beyond the named ones. espeak-ng serves any language left
-(except under ``none``). A language nothing speaks is ``VoiceUnavailable``.
+(``serve --voice de=PATH.onnx``). Then the engines of ``--voice-engine``
+(``app.voice.engines``, a registry like the recogniser's): ``auto`` takes the best engine
+installed that speaks the language (Kokoro for Japanese, Piper's joe for English),
+``piper`` / ``kokoro`` only that engine, ``espeak-ng`` espeak-ng for everything, ``none``
+no voice beyond the named ones. espeak-ng serves any language left (except under
+``none``). A language nothing speaks is ``VoiceUnavailable``.
 
 Synthesizers are built once per language and shared by every stream; synthesis runs on
 the registry's executor (``--voice-threads`` threads), so voices never take more of the
@@ -19,17 +20,14 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Literal
 
-from app.voice import espeak, kokoro, piper
+from app.voice import piper
 from app.voice.base import SynthesisError, Synthesizer, VoiceUnavailable
 from app.voice.catchup import CatchUp
+from app.voice.engines import VoiceOptions, chosen
 from app.voice.stream import VoiceLoss, VoiceMetrics, VoiceStream
 
 log = logging.getLogger("livetrans.voice")
-
-Engine = Literal["auto", "piper", "kokoro", "espeak-ng", "none"]
-ENGINES: tuple[str, ...] = ("auto", "piper", "kokoro", "espeak-ng", "none")
 
 
 def parse_voice_entries(entries: list[str]) -> dict[str, Path]:
@@ -51,10 +49,10 @@ class VoiceRegistry:
     def __init__(self, piper_voices: Mapping[str, Path] | None = None, engine: str = "auto",
                  threads: int = 1, catch_up: CatchUp | None = None,
                  metrics: VoiceMetrics | None = None) -> None:
-        if engine not in ENGINES:
-            raise ValueError(f"voice engine '{engine}': one of {', '.join(ENGINES)}")
         self.piper_voices = dict(piper_voices or {})
         self.engine = engine
+        self.engines = chosen(engine)  # best first (``app.voice.engines``; ValueError)
+        self.options = VoiceOptions(threads)
         self.threads = threads
         self.catch_up = catch_up
         self.metrics = metrics  # every stream's counts, for /metrics
@@ -92,15 +90,9 @@ class VoiceRegistry:
         if lang in self.piper_voices:
             out.append(lambda: piper.PiperSynthesizer(lang, self.piper_voices[lang],
                                                       self.threads))
-        engine = self.engine
-        if engine in ("auto", "kokoro") and lang in kokoro.LANGS and kokoro.installed():
-            out.append(lambda: kokoro.KokoroSynthesizer(lang))
-        if engine in ("auto", "piper") and lang == "en" and piper.installed():
-            joe = piper.packaged_english_voice()
-            if joe is not None:
-                out.append(lambda: piper.PiperSynthesizer(lang, joe, self.threads))
-        if engine != "none" and espeak.has_voice(lang):
-            out.append(lambda: espeak.EspeakSynthesizer(lang))
+        for engine in self.engines:
+            if engine.speaks(lang):
+                out.append(lambda engine=engine: engine.open(lang, self.options))
         return out
 
     def warm(self, langs: list[str]) -> Future[list[str]]:

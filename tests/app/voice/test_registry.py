@@ -11,7 +11,8 @@ import pytest
 
 from app.translation.commits import Commit
 from app.voice import espeak, kokoro, piper
-from app.voice.base import VoiceUnavailable
+from app.voice.base import Synthesizer, VoiceInfo, VoiceUnavailable
+from app.voice.engines import ENGINES, VoiceEngine, choices, chosen, register
 from app.voice.registry import VoiceRegistry, parse_voice_entries
 from tests.app.voice.audio import assert_speech
 
@@ -103,3 +104,42 @@ def test_warming_loads_the_voices_before_the_first_listener() -> None:
     voice = registry.resolve("en")
     assert voice._voice is not None  # Piper's model is loaded
     registry.close()
+
+
+def test_the_choices_name_engines_best_first_with_espeak_ng_last() -> None:
+    def names(choice: str) -> list[str]:
+        return [engine.name for engine in chosen(choice)]
+
+    assert names("auto") == ["kokoro", "piper", "espeak-ng"]
+    assert names("kokoro") == ["kokoro", "espeak-ng"]
+    assert names("piper") == ["piper", "espeak-ng"]
+    assert names("espeak-ng") == ["espeak-ng"]
+    assert names("none") == []
+    assert choices() == ("auto", "kokoro", "piper", "espeak-ng", "none")
+
+
+class Quiet:
+    """A ``Synthesizer`` that says nothing: 10 ms of silence per word."""
+
+    def __init__(self, lang: str) -> None:
+        self.info = VoiceInfo(lang, "quiet", "hush", 16000)
+
+    def synthesize(self, text: str, speed: float = 1.0) -> bytes:
+        return bytes(2 * 160 * len(text.split()))
+
+
+def test_an_engine_registered_by_name_is_chosen_by_configuration() -> None:
+    """The seam, as the recogniser's: ``register`` a ``VoiceEngine``, name it in
+    ``--voice-engine`` (``VoiceRegistry(engine=...)``); ``auto`` tries it before
+    espeak-ng."""
+    register(VoiceEngine("quiet", speaks=lambda lang: lang == "de",
+                         open=lambda lang, options: Quiet(lang)))
+    try:
+        assert isinstance(Quiet("de"), Synthesizer)
+        assert VoiceRegistry(engine="quiet").resolve("de").info.engine == "quiet"
+        assert VoiceRegistry(engine="auto").resolve("de").info.engine == "quiet"
+        assert [engine.name for engine in chosen("quiet")] == ["quiet", "espeak-ng"]
+    finally:
+        ENGINES.pop("quiet")
+    with pytest.raises(ValueError, match="one of"):
+        VoiceRegistry(engine="quiet")
