@@ -26,8 +26,13 @@ Read it top to bottom; each part names the seam it fills.
    pause ends the sentence. (It is a plain ``Recognizer``, fed whole by the service's one
    thread; a ``ScheduledRecognizer`` would also let the thread schedule its decodes.)
 
-3. **The routes, unchanged**: ``/v1/live`` with text updates and a viewer of the room,
-   ``/v1/live`` with audio through the recogniser, and ``/v1/chat/completions`` streamed.
+3. **A voice** is a ``Synthesizer`` (``app/voice/base.py``: text in, PCM16 out) registered
+   by name with a ``VoiceEngine`` (``app/voice/engines.py``); the voice registry builds one
+   per language from the engines it is configured with. Here ``BeepVoice``: one beep a word.
+
+4. **The routes, unchanged**: ``/v1/live`` with text updates and a viewer of the room,
+   ``/v1/live`` with audio through the recogniser, ``/v1/live`` with a voice speaking the
+   committed text, and ``/v1/chat/completions`` streamed.
 """
 
 from __future__ import annotations
@@ -61,6 +66,11 @@ from app.translation.backend import (
 )
 from app.translation.prompts import FewShotFormat
 from app.translation.translator import Translator
+from app.voice.base import VoiceInfo
+from app.voice.engines import ENGINES as VOICE_ENGINES
+from app.voice.engines import VoiceEngine
+from app.voice.engines import register as register_voice
+from app.voice.registry import VoiceRegistry
 
 T = TypeVar("T")
 LOOPBACK = "http://127.0.0.1"  # a host the server answers to (--allowed-hosts)
@@ -99,11 +109,13 @@ class WordBackend:
         return b"" if token == BOS else self.pieces[token].encode()
 
     async def generate(self, req: GenerationRequest) -> GenerationResult:
-        """Translate the line the prompt asks for, one token at a time: stream each
-        (``on_text``), stop when cancelled or at ``max_tokens``, and report how much of
-        the SSBD draft (the previous translation) the answer kept."""
-        words = [DICTIONARY.get(w.lower(), w) for w in self.asked(req).split()]
-        answer = self.tokenize(" " + " ".join(words))
+        """Continue the prompt with the translation of the line it asks for, one token at
+        a time: stream each (``on_text``), stop when cancelled or at ``max_tokens``, and
+        report how much of the SSBD draft (the previous translation) the answer kept."""
+        source, begun = self.asked(req)
+        words = [DICTIONARY.get(w.lower(), w) for w in source.split()]
+        translation = " " + " ".join(words)
+        answer = self.tokenize(translation.removeprefix(begun))
         tokens: list[int] = []
         finish = "length" if len(answer) > req.max_tokens else "stop"
         for token in answer[: req.max_tokens]:
@@ -123,14 +135,15 @@ class WordBackend:
         result.drafts.add("ssbd", len(req.draft), kept)
         return result
 
-    def asked(self, req: GenerationRequest) -> str:
-        """The text the prompt asks to translate. The server's prompt here is the few-shot
-        format (``app/translation/prompts/few_shot.py``), which ends with the source's line
-        and the target's label (``English: Good morning\nGerman:``): a model continues it,
-        this backend reads the source's line."""
-        prompt = self.detokenize(req.prompt_tokens).rstrip()
-        line = prompt.rsplit("\n", 2)[-2]
-        return line.split(":", 1)[1].strip()
+    def asked(self, req: GenerationRequest) -> tuple[str, str]:
+        """The text the prompt asks to translate, and the answer's start the prompt already
+        holds. The server's prompt here is the few-shot format
+        (``app/translation/prompts/few_shot.py``), which ends with the source's line and the
+        target's label (``English: Good morning\nGerman:``); append-only text adds the
+        answer's committed words after the label (``German: guten``) and a model continues
+        them. This backend reads those two lines."""
+        *_, source_line, answer_line = self.detokenize(req.prompt_tokens).split("\n")
+        return source_line.split(":", 1)[1].strip(), answer_line.split(":", 1)[1]
 
 
 class InlineService:
@@ -231,21 +244,35 @@ class BeepRecognizer:
         return [final]
 
 
+def tone(seconds: float, hz: float = 440.0) -> np.ndarray:
+    return 0.5 * np.sin(2 * np.pi * hz * np.arange(int(seconds * SAMPLE_RATE)) / SAMPLE_RATE)
+
+
+def quiet(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * SAMPLE_RATE))
+
+
+def pcm16(samples: np.ndarray) -> bytes:
+    """16 kHz samples in [-1, 1] as s16le PCM, what the socket carries."""
+    return (samples * 32767).astype("<i2").tobytes()
+
+
 def beeps_and_pauses(*sentences: int) -> bytes:
-    """16 kHz s16le PCM: for each sentence, that many beeps (200 ms of 440 Hz, 100 ms
-    apart), then half a second of quiet."""
-    def tone(s: float) -> np.ndarray:
-        return 0.5 * np.sin(2 * np.pi * 440 * np.arange(int(s * SAMPLE_RATE)) / SAMPLE_RATE)
-
-    def quiet(s: float) -> np.ndarray:
-        return np.zeros(int(s * SAMPLE_RATE))
-
+    """For each sentence, that many beeps (200 ms, 100 ms apart), then half a second of
+    quiet."""
     parts = []
     for beeps in sentences:
         for _ in range(beeps):
             parts += [tone(0.2), quiet(0.1)]
         parts.append(quiet(0.5))
-    return (np.concatenate(parts) * 32767).astype("<i2").tobytes()
+    return pcm16(np.concatenate(parts))
+
+
+def beeps_in(pcm: bytes) -> int:
+    """How many beeps 16 kHz s16le PCM holds (runs of sound, in blocks of 10 ms)."""
+    samples = np.frombuffer(pcm, "<i2")[: len(pcm) // 2 // BLOCK * BLOCK]
+    loud = np.abs(samples.reshape(-1, BLOCK)).max(axis=1) > 3000
+    return int(loud[0]) + int(np.sum(loud[1:] & ~loud[:-1])) if len(loud) else 0
 
 
 @pytest.fixture()
@@ -262,25 +289,63 @@ def beeps_engine() -> Iterator[str]:
     ENGINES.pop("beeps")
 
 
-# -- 3. the server, with both plugged in ----------------------------------------------------
+# -- 3. the voice ------------------------------------------------------------------------------
+
+
+class BeepVoice:
+    """A ``Synthesizer`` that says each word as one beep (100 ms of 660 Hz, then 50 ms of
+    quiet), at 16 kHz. It ignores ``speed``: a real engine speaks faster when its stream
+    fell behind the speaker."""
+
+    def __init__(self, lang: str) -> None:
+        self.info = VoiceInfo(lang, engine="beeps", voice="beep", sample_rate=SAMPLE_RATE)
+
+    def synthesize(self, text: str, speed: float = 1.0) -> bytes:
+        word = np.concatenate([tone(0.1, 660.0), quiet(0.05)])
+        return pcm16(np.tile(word, len(text.split())))
 
 
 @pytest.fixture()
-def client(beeps_engine: str) -> Iterator[TestClient]:
+def beep_voice() -> Iterator[str]:
+    """The voice registered by name, as ``app/voice/engines.py`` registers espeak-ng: it
+    speaks every language."""
+    register_voice(VoiceEngine(
+        name="beeps",
+        speaks=lambda lang: True,
+        open=lambda lang, options: BeepVoice(lang),
+    ))
+    yield "beeps"
+    VOICE_ENGINES.pop("beeps")
+
+
+# -- 4. the server, with all three plugged in ---------------------------------------------
+
+
+@pytest.fixture()
+def client(beeps_engine: str, beep_voice: str) -> Iterator[TestClient]:
     app = create_app(Settings(), load_in_background=False, load_backend=load_word_backend)
     state: ServerState = app.state.livetrans
-    # The recogniser by name. There is no ``serve`` flag for it yet (the settings would
-    # pass ``engine=`` here as they pass ``--asr-threads``), so the state's is replaced.
+    # The recogniser and the voice by name. ``serve`` has no flag that names an engine
+    # registered outside app/ (``--voice-engine`` takes the built-in names; there is no
+    # ``--asr-engine``), so the state's are replaced with ones configured here.
     state.speech = SpeechRecognition(engine=beeps_engine)
+    state.voices.close()
+    state.voices = VoiceRegistry(engine=beep_voice)
     with TestClient(app, base_url=LOOPBACK) as client:  # runs the start-up: our loader
         yield client
 
 
-def until(ws: Any, kind: str) -> list[dict]:
-    """Frames up to and including the first of type ``kind``."""
+def until(ws: Any, kind: str, audio: bytearray | None = None) -> list[dict]:
+    """Frames up to and including the first of type ``kind``; binary frames (a voice's
+    audio) go to ``audio``, without their two bytes of header."""
     frames = []
     while True:
-        frames.append(ws.receive_json())
+        message = ws.receive()
+        if message.get("bytes") is not None:
+            assert audio is not None and message["bytes"][:2] == b"\x00\x00"  # voice 0
+            audio += message["bytes"][2:]
+            continue
+        frames.append(json.loads(message["text"]))
         if frames[-1]["type"] == kind:
             return frames
 
@@ -340,6 +405,30 @@ def test_speech_through_the_recogniser_becomes_partial_and_final_captions(
         assert source.startswith(("good", "thank"))
         assert "good morning everyone".startswith(source) or "thank you all".startswith(source)
         assert text == " ".join(DICTIONARY[word] for word in source.split())
+
+
+def test_committed_text_is_spoken_by_the_voice(client: TestClient) -> None:
+    audio = bytearray()
+    with client.websocket_connect(f"{SOCKETS}/v1/live") as speaker:
+        speaker.send_json({"type": "start", "target_lang": "de", "display": "append",
+                           "voices": ["de"]})
+        ready = speaker.receive_json()
+        assert ready["voices"][0]["engine"] == "beeps"
+        assert ready["voices"][0]["sample_rate"] == SAMPLE_RATE
+        speaker.send_json({"type": "partial", "segment": 0, "text": "Good morning"})
+        speaker.send_json({"type": "final", "segment": 0, "text": "Good morning everyone"})
+        speaker.send_json({"type": "final", "segment": 1, "text": "Thank you all"})
+        speaker.send_json({"type": "stop"})
+        said = until(speaker, "done", audio)
+
+    # append-only text: the commits only ever extend a segment's text ...
+    committed = {}
+    for commit in (f for f in said if f["type"] == "commit"):
+        assert commit["text"].startswith(committed.get(commit["segment"], ""))
+        committed[commit["segment"]] = commit["text"]
+    assert committed == {0: "guten morgen zusammen", 1: "danke euch allen"}
+    # ... and the voice speaks every committed word once, before ``done``
+    assert beeps_in(bytes(audio)) == 6
 
 
 def test_a_streamed_chat_completion_comes_word_by_word(client: TestClient) -> None:
