@@ -49,7 +49,7 @@ class FakeGen:
 
     def __init__(self, prompt: list[int], tokens: int = 2,
                  req_cancel: threading.Event | None = None) -> None:
-        self.req = SimpleNamespace(cancel=req_cancel)
+        self.req = SimpleNamespace(cancel=req_cancel, beta=0.0)
         self.result = SimpleNamespace(queue_ms=0.0, preemptions=0, finish_reason=None)
         self.prompt, self.output, self.tokens = list(prompt), [], tokens
         self.kv: SeqKV | None = None
@@ -266,13 +266,35 @@ def test_drafts_are_verified_in_parts_only_when_the_pass_is_shared():
     assert plan.batch == [a, b] and a.gen.draft_cap == b.gen.draft_cap == 4
 
 
-def test_a_final_verifies_its_whole_draft_even_in_a_shared_pass():
-    policy = _policy(n_seq=2, crowded_draft=4, final_steps="shared")
+def test_an_unbiased_final_verifies_its_draft_in_parts_of_final_draft():
+    policy = _policy(n_seq=2, crowded_draft=4, final_draft=3, final_steps="shared")
     partial = _add(policy, PRIORITY_PARTIAL, client="a", tokens=9)
     final = _add(policy, PRIORITY_FINAL, client="b", tokens=9)
     plan = policy.plan()
     assert plan.batch == [final, partial]
+    assert final.gen.draft_cap == 3 and partial.gen.draft_cap == 4
+
+
+def test_an_unbiased_final_alone_verifies_in_parts_too():
+    policy = _policy(n_seq=2, final_draft=3)
+    final = _add(policy, PRIORITY_FINAL, client="b", tokens=9)
+    assert policy.plan().batch == [final] and final.gen.draft_cap == 3
+
+
+def test_a_biased_final_verifies_its_whole_draft_even_in_a_shared_pass():
+    policy = _policy(n_seq=2, crowded_draft=4, final_draft=3, final_steps="shared")
+    partial = _add(policy, PRIORITY_PARTIAL, client="a", tokens=9)
+    final = _add(policy, PRIORITY_FINAL, client="b", tokens=9)
+    final.gen.req.beta = 0.2  # final_beta None: the partials' bias
+    plan = policy.plan()
+    assert plan.batch == [final, partial]
     assert final.gen.draft_cap == 1 << 30 and partial.gen.draft_cap == 4
+
+
+def test_final_draft_none_verifies_a_final_at_once():
+    policy = _policy(n_seq=2, final_draft=None)
+    final = _add(policy, PRIORITY_FINAL, client="b", tokens=9)
+    assert policy.plan().batch == [final] and final.gen.draft_cap == 1 << 30
 
 
 def test_drafts_are_verified_at_once_by_default():
