@@ -25,7 +25,7 @@ from asgi_correlation_id import CorrelationIdMiddleware, correlation_id
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 
-from app.api import chat, hls, live, models, realtime, transcripts, watch
+from app.api import chat, live, models, realtime, transcripts, watch
 from app.api import viewer_tokens as room_viewer_tokens
 from app.api.errors import error_response, install_error_handlers
 from app.api.http.auth import Auth, invalid_api_key
@@ -44,6 +44,8 @@ from app.live.whip import route as whip
 from app.loader import load_model
 from app.model_files import DEFAULT_MODEL_ID, model_id_for, resolve_model_path
 from app.rooms.audience import route as qr_codes
+from app.rooms.hls import route as hls
+from app.rooms.voice import route as room_voice
 from app.settings import Settings
 from app.startup_log import ReadyLine, describe_served, progress
 from app.translation.llama_backend import LlamaRunner
@@ -283,11 +285,12 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
     app.include_router(transcripts.router)  # ... and so does the transcript download
     app.include_router(qr_codes.router)  # ... and a room's QR codes; its printable page
     app.include_router(hls.router)  # ... and a room's HLS subtitle renditions
+    app.include_router(room_voice.router)  # ... and its voice's HLS audio renditions
     app.include_router(room_listen.router)  # ... and its voice's WebRTC listeners
     app.include_router(room_viewer_tokens.router)  # room viewer tokens (API key)
     app.include_router(whip.router)  # WHIP publishers (Bearer auth, as /v1 routes)
     app.include_router(realtime.router)  # OpenAI's realtime translation (key or secret)
-    labelled = label_routes([*hls.router.routes,
+    labelled = label_routes([*hls.router.routes, *room_voice.router.routes,
                              *app.router.routes, *chat.router.routes, *models.router.routes,
                              *live.router.routes, *watch.router.routes,
                              *transcripts.router.routes, *qr_codes.router.routes,

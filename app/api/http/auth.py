@@ -35,9 +35,9 @@ METRICS_PATH = "/metrics"
 # Routes that check their own access, as viewers do: a transcript download takes the talk's
 # viewer token or an API key (app.api.transcripts), so the middleware lets it through.
 OPEN_PATTERNS = (re.compile(r"/v1/rooms/[^/]+/transcript"),
-                 # ... and so do a room's HLS subtitle renditions (app.api.hls)
+                 # ... and so do a room's HLS subtitle renditions (app.rooms.hls.route)
                  re.compile(r"/v1/rooms/[^/]+/hls/[^/]+(?:\.m3u8|/[^/]+/[^/]+\.vtt)"),
-                 # ... and its voice's HLS audio renditions (app.api.hls)
+                 # ... and its voice's HLS audio renditions (app.rooms.voice.route)
                  re.compile(r"/v1/rooms/[^/]+/voice/[^/]+(?:\.m3u8|/[^/]+/[^/]+\.aac)"),
                  # ... and its WebRTC listeners (app.live.listen.route)
                  re.compile(r"/v1/rooms/[^/]+/voice/[^/]+/whep(?:/[^/]+)?"),

@@ -19,12 +19,12 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request, Response
 
 from app.api.errors import APIError
-from app.api.hls import TokenQuery, playlist_talk
 from app.api.http.auth import bearer_key
 from app.api.state import ServerState
 from app.api.viewer_routes import check_room_and_lang, room_access
 from app.live.listen.hub import ListenerReport, RoomListeners, TooManyListeners
 from app.live.peer import IceOptions, NoUdpPort, OfferError, check_offer
+from app.rooms.hls.route import TokenQuery, playlist_talk
 
 router = APIRouter()
 RETRY_AFTER_S = 5

@@ -5,10 +5,10 @@ Caption text is whatever the model wrote, so it may hold what would break a capt
 formats each caption becomes one line: whitespace runs (newlines included) and control
 characters collapse into single spaces, and WebVTT escapes ``&``, ``<`` and ``>`` as
 character references (so ``-->`` is written ``--&gt;`` and no text reads as a cue tag).
-A cue is timed by ``cue_times``, the one rule the HLS rendition (``app.rooms.hls``) uses
-too: from its segment's first caption, shown at least as long as its text takes to read,
-never overlapping the next cue. A line with no text left is not a cue. JSON keeps the
-text and the times as stored: it needs no such care.
+A cue is timed by ``cue_times``, the one rule the HLS rendition
+(``app.rooms.hls.timeline``) uses too: from its segment's first caption, shown at least as
+long as its text takes to read, never overlapping the next cue. A line with no text left
+is not a cue. JSON keeps the text and the times as stored: it needs no such care.
 
 Lines arrive in segment order and stay in it: SubRip is written without re-sorting.
 """
@@ -88,8 +88,8 @@ def cue_times(spans: Sequence[tuple[float, float, str]]) -> list[tuple[int, int]
 
     So cues never overlap, each lasts at least ``MIN_CUE_MS``, and each ends at or after
     its final (which is what keeps every cue in an HLS segment published after its final
-    was known: ``app.rooms.hls``). The transcript download and the HLS segments both time
-    cues here."""
+    was known: ``app.rooms.hls.timeline``). The transcript download and the HLS segments
+    both time cues here."""
     order = sorted(range(len(spans)), key=lambda i: (seconds_ms(spans[i][0]), i))
     starts: list[int] = []
     finals = 0  # the latest final of the cues so far

@@ -5,8 +5,8 @@ A segment is packed audio (ADTS frames, ``aac``); RFC 8216 3.4 has each begin wi
 tag whose ``PRIV`` frame ``com.apple.streaming.transportStreamTimestamp`` is the 33-bit,
 90 kHz MPEG-2 presentation time of its first frame. That time is the frame's talk second
 plus the player's ``offset`` (the video's presentation time at the talk's start), the
-same mapping the WebVTT segments' ``X-TIMESTAMP-MAP`` makes (``app.rooms.hls``): the voice
-and the subtitles line up with each other and with the organiser's video. The tag is
+same mapping the WebVTT segments' ``X-TIMESTAMP-MAP`` makes (``app.rooms.hls.playlist``):
+the voice and the subtitles line up with each other and with the organiser's video. The tag is
 written per request, so one stored segment serves every offset.
 
 The playlist is the subtitles' in shape: while the talk runs, the newest segments (the
@@ -20,7 +20,8 @@ import math
 import struct
 from collections.abc import Callable
 
-from app.rooms.hls import MIN_WINDOW_SEGMENTS, MPEGTS_HZ, MPEGTS_MAX
+from app.rooms.hls.playlist import MPEGTS_HZ, MPEGTS_MAX
+from app.rooms.hls.timeline import MIN_WINDOW_SEGMENTS
 from app.rooms.voice.segments import TrackIndex
 
 MEDIA_TYPE_SEGMENT = "audio/aac"

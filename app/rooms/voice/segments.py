@@ -2,7 +2,7 @@
 that serve listeners: ``VoiceSegments``.
 
 Written once by the talk's replica (``track.RoomVoiceTrack``), read by any replica's HLS
-routes (``app.api.hls``). A segment never changes once written, so a reader caches
+routes (``app.rooms.voice.route``). A segment never changes once written, so a reader caches
 freely. Two homes, as the room bus has: this process (``MemoryVoiceSegments``, one
 replica) and Redis (``redis_segments.RedisVoiceSegments``, every replica of a room bus).
 Both are bounded: per talk and language at most ``MAX_TRACK_BYTES`` (the oldest segments

@@ -134,7 +134,7 @@ def test_cues_published_under_load_are_long_enough_and_never_overlap(server) -> 
                                     params={"lang": "de", "format": "vtt"})
             assert transcript.status_code == 200, transcript.text
             # the download's cues follow the same rule (times differ only where a final
-            # came later than the hold: app.rooms.hls)
+            # came later than the hold: app.rooms.hls.timeline)
             _check({"transcript": [
                 (c.identifier, c.start_time.in_milliseconds(), c.end_time.in_milliseconds(),
                  html.unescape(c.text)) for c in webvtt.from_string(transcript.text).captions]})

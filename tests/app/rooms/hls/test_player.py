@@ -29,7 +29,7 @@ import m3u8
 import pytest
 import webvtt
 
-from app.rooms.hls import HlsTiming, cues_of
+from app.rooms.hls.timeline import HlsTiming, cues_of
 from app.rooms.transcripts.store import TranscriptLine
 from tests.conftest import LiveServer, free_port
 from tests.hls_site import make_test_video, served_folder

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from app.rooms.bus import TalkInfo
 from app.rooms.bus.redis_bus import RedisBus
-from app.rooms.hls import HlsTiming
+from app.rooms.hls.timeline import HlsTiming
 from app.rooms.transcripts import open_transcripts
 from app.rooms.transcripts.store import TalkRecord, TranscriptLine, TranscriptStore
 from app.server import create_app

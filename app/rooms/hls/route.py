@@ -1,17 +1,21 @@
-"""HLS renditions of a room's talk (docs/captions-out-hls.md): a live WebVTT media playlist
-per language, for a player beside the organiser's own video stream, and the room's
-interpreter voice per language as an audio media playlist (docs/room-voice.md).
+"""HLS subtitle renditions of a room's talk (docs/captions-out-hls.md): a live WebVTT media
+playlist per language, for a player beside the organiser's own video stream.
 
     GET /v1/rooms/{room}/hls/{lang}.m3u8[?token=VIEWER_TOKEN][&offset=SECONDS]
     GET /v1/rooms/{room}/hls/{lang}/{talk}/{index}.vtt[?token=...][&offset=...]
-    GET /v1/rooms/{room}/voice/{lang}.m3u8[?token=...][&offset=...]
-    GET /v1/rooms/{room}/voice/{lang}/{talk}/{index}.aac[?token=...][&offset=...]
 
 The playlist is the room's newest talk (with a viewer token: the newest talk the token
 admits to); its segment URIs are relative and name the talk, so a player keeps the talk it
 started with, and they carry the playlist's ``token`` and ``offset`` (a player cannot add
-them). What a playlist and a segment hold, and when, is ``app.rooms.hls``; where it comes
-from, on any replica of the room bus, ``app.rooms.hls_source``.
+them). What a playlist and a segment hold, and when, is ``timeline`` (its text
+``playlist``); where it comes from, on any replica of the room bus, ``source``.
+
+The room voice's audio renditions (``app.rooms.voice.route``) and its WebRTC listeners
+(``app.live.listen.route``) find the talk, check access and read the offset with the helpers
+here (``playlist_talk``, ``segment_access``, ``rendition_offset``, ``segment_query``), so a
+player gets the same talk, the same refusals and the same clock from every rendition. This
+module sits in the API layer (the server state, the OpenAI shape of errors), so nothing in
+the package imports it: the server mounts it (tests/test_import_layers.py).
 
 Access is a viewer's, as on ``/v1/live/watch`` and the transcript download, so the routes
 are open in the API-key middleware and check it here: anyone without API keys; with keys,
@@ -30,9 +34,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Awaitable
-from dataclasses import replace
-from typing import Annotated, TypeVar
+from typing import Annotated
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request, Response
@@ -41,14 +43,13 @@ from app.api.errors import APIError
 from app.api.state import ServerState
 from app.api.viewer_routes import check_room_and_lang, no_viewer_access, room_access
 from app.live.frames import safe_echo
-from app.rooms.hls import (
+from app.rooms.hls.playlist import (
     MAX_OFFSET_S,
     MEDIA_TYPE_PLAYLIST,
     MEDIA_TYPE_SEGMENT,
-    HlsTiming,
     clean_offset,
 )
-from app.rooms.hls_source import (
+from app.rooms.hls.source import (
     EdgeMarks,
     HlsSource,
     HlsUnavailable,
@@ -56,19 +57,16 @@ from app.rooms.hls_source import (
     RedisEdgeMarks,
     TalkView,
 )
+from app.rooms.hls.timeline import HlsTiming
 from app.rooms.transcripts.store import TalkRecord, retention_seconds
-from app.rooms.voice.playlist import MEDIA_TYPE_SEGMENT as MEDIA_TYPE_AUDIO
-from app.rooms.voice.playlist import id3_timestamp
-from app.rooms.voice.playlist import render_playlist as render_voice_playlist
 
 router = APIRouter()
-T = TypeVar("T")
 
 PLAYLIST_PATH = "/v1/rooms/{room}/hls/{lang}.m3u8"
 SEGMENT_PATH = "/v1/rooms/{room}/hls/{lang}/{talk}/{index}.vtt"
 RETRY_AFTER_S = 5
-_TALK_ID = re.compile(r"[0-9a-f]{1,64}")
-_INDEX = re.compile(r"[0-9]{1,9}")
+TALK_ID = re.compile(r"[0-9a-f]{1,64}")
+INDEX = re.compile(r"[0-9]{1,9}")
 _TOKEN = re.compile(r"[0-9a-f]{32}")  # what a viewer token is: anything else is not echoed
 # the query every rendition route takes
 TokenQuery = Annotated[str | None, Query(description="the talk's viewer token (with API keys)")]
@@ -88,7 +86,7 @@ def _source(request: Request) -> HlsSource:
     state = _state(request)
     store = getattr(state, "transcripts", None)
     if store is None:  # not opened yet (start-up) or already closed
-        raise _unavailable("transcript store")
+        raise unavailable("transcript store")
     source: HlsSource | None = getattr(request.app.state, "hls_source", None)
     if source is None or source.store is not store or source.bus is not state.bus:
         settings = state.settings
@@ -105,13 +103,14 @@ def _source(request: Request) -> HlsSource:
     return source
 
 
-def _unavailable(what: str) -> APIError:
+def unavailable(what: str) -> APIError:
+    """The 503 a player retries: the room bus or the transcript store is away."""
     code = "room_bus_unavailable" if what == "room bus" else "transcript_unavailable"
     return APIError(503, f"The {what} cannot be reached now; retry shortly.", code=code,
                     headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
-def _offset(request: Request, offset: str | None) -> float:
+def rendition_offset(request: Request, offset: str | None) -> float:
     """The ``offset=`` of the request, else the server's (``serve --hls-offset-s``)."""
     if offset is None or offset == "":
         return clean_offset(_state(request).settings.hls_offset_s)
@@ -133,8 +132,8 @@ def _lang_in_talk(record: TalkRecord, lang: str) -> None:
                        "not among them.", param="lang", code="lang_not_in_room")
 
 
-def _query(token: str | None, offset: str | None, offset_s: float,
-           room_token: str | None = None) -> str:
+def segment_query(token: str | None, offset: str | None, offset_s: float,
+                  room_token: str | None = None) -> str:
     """The query a segment URI carries: the playlist's token and offset, both checked
     (a talk token of its shape, or the room token that admitted the request; the offset
     is a clean number)."""
@@ -159,7 +158,7 @@ async def playlist_talk(request: Request, room: str, lang: str, token: str | Non
     try:
         records, running = await _source(request).talks(room)
     except HlsUnavailable as exc:
-        raise _unavailable(exc.what) from None
+        raise unavailable(exc.what) from None
     if operator:
         record = records[-1] if records else None
     else:
@@ -173,11 +172,11 @@ async def playlist_talk(request: Request, room: str, lang: str, token: str | Non
     return record, TalkView(record, running == record.talk_id), access.room_token
 
 
-def _segment_access(request: Request, access_any_talk: bool, room: str, talk: str,
-                    token: str | None, what: str) -> None:
+def segment_access(request: Request, access_any_talk: bool, room: str, talk: str,
+                   token: str | None, what: str) -> None:
     """A segment request's access: any talk, or the talk its viewer token admits to."""
     if not access_any_talk and not (
-            _TALK_ID.fullmatch(talk)
+            TALK_ID.fullmatch(talk)
             and _state(request).rooms.token_ok_for_talk(room, talk, token)):
         raise no_viewer_access(what)
 
@@ -196,15 +195,15 @@ async def playlist(
     offset: OffsetQuery = None,
 ) -> Response:
     lang = check_room_and_lang(room, lang)
-    offset_s = _offset(request, offset)
+    offset_s = rendition_offset(request, offset)
     record, view, room_token = await playlist_talk(request, room, lang, token,
                                                     "this room's subtitles")
-    query = _query(token, offset, offset_s, room_token)
+    query = segment_query(token, offset, offset_s, room_token)
     try:
         body, ended = await _source(request).playlist(
             view, lang, lambda i: f"{lang}/{record.talk_id}/{i}.vtt{query}")
     except HlsUnavailable as exc:
-        raise _unavailable(exc.what) from None
+        raise unavailable(exc.what) from None
     return Response(content=body, media_type=MEDIA_TYPE_PLAYLIST, headers={
         # a live playlist changes every segment; an ended one only if a late final lands
         "Cache-Control": "max-age=10" if ended else "no-cache",
@@ -229,113 +228,31 @@ async def segment(
     offset: SegmentOffsetQuery = None,
 ) -> Response:
     lang = check_room_and_lang(room, lang)
-    offset_s = _offset(request, offset)
+    offset_s = rendition_offset(request, offset)
     access = await room_access(request, room, token)
-    _segment_access(request, access.any_talk, room, talk, token, "this room's subtitles")
-    if not _TALK_ID.fullmatch(talk) or not _INDEX.fullmatch(index):
-        raise _no_segment(room, talk, index)
+    segment_access(request, access.any_talk, room, talk, token, "this room's subtitles")
+    if not TALK_ID.fullmatch(talk) or not INDEX.fullmatch(index):
+        raise no_segment(room, talk, index)
     source = _source(request)
     try:
         view = await source.talk(room, talk)
         if view is None:
-            raise _no_segment(room, talk, index)
+            raise no_segment(room, talk, index)
         _lang_in_talk(view.record, lang)
         body = await source.segment(view, lang, int(index), offset_s)
     except HlsUnavailable as exc:
-        raise _unavailable(exc.what) from None
+        raise unavailable(exc.what) from None
     if body is None:
-        raise _no_segment(room, talk, index)
+        raise no_segment(room, talk, index)
     return Response(content=body, media_type=MEDIA_TYPE_SEGMENT, headers={
-        # a published segment never changes (app.rooms.hls)
+        # a published segment never changes (timeline)
         "Cache-Control": f"max-age={max(60, math.ceil(source.timing.window_s))}",
         "X-Content-Type-Options": "nosniff",  # a caption's markup is never run as a page
     })
 
 
-def _no_segment(room: str, talk: str, index: str) -> APIError:
+def no_segment(room: str, talk: str, index: str) -> APIError:
+    """The 404 of a segment that is not there (yet): any rendition's."""
     return APIError(404, f"Room '{room}' has no segment '{safe_echo(index, 12)}' of talk "
                     f"'{safe_echo(talk, 32)}' (not published yet, or past the talk's end).",
                     param="index", code="segment_not_found")
-
-
-# -- the room's voice: HLS audio renditions (app.rooms.voice) ----------------------------
-
-VOICE_PLAYLIST_PATH = "/v1/rooms/{room}/voice/{lang}.m3u8"
-VOICE_SEGMENT_PATH = "/v1/rooms/{room}/voice/{lang}/{talk}/{index}.aac"
-
-
-async def _voice_call(op: Awaitable[T]) -> T:
-    """A room voice store operation; Redis away is a 503 the player retries."""
-    from app.rooms.voice.redis_segments import VoiceStoreUnavailable
-
-    try:
-        return await op
-    except VoiceStoreUnavailable:
-        raise _unavailable("room bus") from None
-
-
-@router.get(
-    VOICE_PLAYLIST_PATH, summary="A room's interpreter voice as an HLS audio media playlist",
-    response_class=Response,
-    responses={200: {"description": "the media playlist",
-                     "content": {MEDIA_TYPE_PLAYLIST: {}}}},
-)
-async def voice_playlist(
-    request: Request,
-    room: str,
-    lang: str,
-    token: TokenQuery = None,
-    offset: OffsetQuery = None,
-) -> Response:
-    lang = check_room_and_lang(room, lang)
-    offset_s = _offset(request, offset)
-    record, view, room_token = await playlist_talk(request, room, lang, token,
-                                                    "this room's voice")
-    state = _state(request)
-    track = await _voice_call(state.voice_segments().index(room, record.talk_id, lang))
-    if track is None:
-        raise APIError(404, f"Room '{room}' has no voice in '{lang}' (its speaker's start "
-                       "names the room's voices: \"voices\").", param="lang",
-                       code="voice_not_in_room")
-    if not view.running and not track.ended:  # its replica stopped without an end
-        track = replace(track, ended=True)
-    query = _query(token, offset, offset_s, room_token)
-    settings = state.settings
-    body = render_voice_playlist(track, settings.hls_segment_s, settings.hls_window_s,
-                                 lambda i: f"{lang}/{record.talk_id}/{i}.aac{query}")
-    return Response(content=body, media_type=MEDIA_TYPE_PLAYLIST, headers={
-        "Cache-Control": "max-age=10" if track.ended else "no-cache",
-        "X-Content-Type-Options": "nosniff",
-        "X-Livetrans-Talk": record.talk_id,
-    })
-
-
-@router.get(
-    VOICE_SEGMENT_PATH, summary="One AAC segment of a room's HLS interpreter voice",
-    response_class=Response,
-    responses={200: {"description": "ADTS AAC with its ID3 timestamp",
-                     "content": {MEDIA_TYPE_AUDIO: {}}}},
-)
-async def voice_segment(
-    request: Request,
-    room: str,
-    lang: str,
-    talk: str,
-    index: str,
-    token: TokenQuery = None,
-    offset: SegmentOffsetQuery = None,
-) -> Response:
-    lang = check_room_and_lang(room, lang)
-    offset_s = _offset(request, offset)
-    access = await room_access(request, room, token)
-    _segment_access(request, access.any_talk, room, talk, token, "this room's voice")
-    if not _TALK_ID.fullmatch(talk) or not _INDEX.fullmatch(index):
-        raise _no_segment(room, talk, index)
-    segment = await _voice_call(
-        _state(request).voice_segments().get(room, talk, lang, int(index)))
-    if segment is None:
-        raise _no_segment(room, talk, index)
-    return Response(content=id3_timestamp(offset_s + segment.first_s) + segment.audio,
-                    media_type=MEDIA_TYPE_AUDIO, headers={
-                        "Cache-Control": "max-age=3600",  # a published segment never changes
-                        "X-Content-Type-Options": "nosniff"})

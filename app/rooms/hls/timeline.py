@@ -1,19 +1,17 @@
-"""A talk's captions as an HLS subtitle rendition: the timeline of its WebVTT segments and
-the text of its media playlist and segments (RFC 8216; docs/captions-out-hls.md).
+"""The timeline of a talk's HLS subtitle rendition: which cues each WebVTT segment holds,
+when it is published, and which segments a playlist lists (RFC 8216;
+docs/captions-out-hls.md). What a player fetches is written by ``playlist``.
 
-Pure logic, no I/O: ``app.rooms.hls_source`` finds the talk, its lines and whether it runs,
-and ``app.api.hls`` serves what this module writes.
+Pure logic, no I/O: ``source`` finds the talk, its lines and whether it runs, ``playlist``
+writes the text, and ``route`` serves it.
 
 **One clock.** A cue is a transcript line (``app.rooms.transcripts``) timed by the rule
 the transcript download uses (``formats.cue_times``: from the segment's first caption, in
 seconds from the talk's start, shown at least as long as its text takes to read, cut at
 the next cue's start; see below for where the segments' times differ). Segment ``i``
 covers talk seconds ``[i*D, (i+1)*D)`` (``D``: ``serve --hls-segment-s``). Every segment
-starts with ``X-TIMESTAMP-MAP`` mapping the talk's second 0 onto the video's presentation
-clock (90 kHz MPEG-TS ticks): ``offset`` seconds (``serve --hls-offset-s``, or ``offset=``
-on the playlist) is the video's presentation time at the talk's start; a negative one says
-the talk started before the video's time 0. The cue times themselves stay the talk's, so a
-segment reads like the downloaded transcript.
+starts with a timestamp map onto the video's presentation clock (``playlist``); the cue
+times themselves stay the talk's, so a segment reads like the downloaded transcript.
 
 **Segments never change once published.** A final is known only when it is made, up to
 a few seconds after its cue starts, and a player never fetches a segment twice. So:
@@ -53,23 +51,15 @@ under the same sequence numbers. (RFC 8216 has a live playlist change only at it
 drop segments only at its start; listing the earlier segments again once the talk is over is
 a deliberate departure: players go by sequence numbers, and ffmpeg and hls.js follow it, as
 the tests check.) The ended playlist reaches at least as far as any live playlist did (the
-*live edge* ``app.rooms.hls_source`` keeps) and as far as the last cue.
-
-Each segment ends with a blank line: readers that concatenate the segments into one
-WebVTT stream (``ffmpeg``'s HLS demuxer) then see each next ``WEBVTT`` header as a block of
-its own, which they skip, rather than as more text of the previous cue.
+*live edge* ``source`` keeps) and as far as the last cue.
 """
 
 from __future__ import annotations
 
-import html
 import math
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-
-import m3u8
-import webvtt
 
 from app.rooms.transcripts.formats import (
     MIN_CUE_MS,
@@ -81,13 +71,8 @@ from app.rooms.transcripts.formats import (
 from app.rooms.transcripts.store import MAX_SECONDS, TranscriptLine
 
 SETTLE_S = 1.0  # a final's way into the store, and replicas' clocks, may lag this much
-MPEGTS_HZ = 90_000
-MPEGTS_MAX = 2 ** 33 - 1  # MPEG-TS timestamps have 33 bits
-MAX_OFFSET_S = 86_400.0  # a day: far inside the 33-bit clock (26.5 hours)
 MIN_WINDOW_SEGMENTS = 3  # RFC 8216 6.2.2: a live playlist spans three target durations
 ENDED_MAX_SEGMENTS = 10_800  # an ended playlist's bound: 12 hours of 4-second segments
-MEDIA_TYPE_PLAYLIST = "application/vnd.apple.mpegurl"
-MEDIA_TYPE_SEGMENT = "text/vtt; charset=utf-8"
 
 
 @dataclass(frozen=True)
@@ -269,58 +254,6 @@ class _Publication:
             if later < len(self.starts):
                 end = min(end, self.starts[later])
             self.times[i] = (start, end)
-
-
-def clean_offset(value: float) -> float:
-    """An offset in seconds, to the millisecond, within ``MAX_OFFSET_S``; ``ValueError``
-    for one that is not a finite number in range."""
-    offset = float(value)
-    if not math.isfinite(offset) or abs(offset) > MAX_OFFSET_S:
-        raise ValueError(f"offset must be a number of seconds from -{MAX_OFFSET_S:g} to "
-                         f"{MAX_OFFSET_S:g}")
-    return round(offset, 3)
-
-
-def timestamp_map(offset_s: float) -> str:
-    """The ``X-TIMESTAMP-MAP`` line: the talk's second 0 at the video's presentation time
-    ``offset_s``. A negative offset maps the talk's second ``-offset_s`` onto time 0 (a
-    WebVTT timestamp cannot be negative, nor can an MPEG-TS one)."""
-    offset = clean_offset(offset_s)
-    if offset >= 0:
-        ticks = min(round(offset * MPEGTS_HZ), MPEGTS_MAX)
-        return f"X-TIMESTAMP-MAP=MPEGTS:{ticks},LOCAL:{_timestamp(0)}"
-    return f"X-TIMESTAMP-MAP=MPEGTS:0,LOCAL:{_timestamp(round(-offset * 1000))}"
-
-
-def _timestamp(ms: int) -> str:
-    hours, rest = divmod(max(int(ms), 0), 3_600_000)
-    minutes, rest = divmod(rest, 60_000)
-    seconds, millis = divmod(rest, 1000)
-    return f"{hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}"
-
-
-def render_segment(cues: list[Cue], offset_s: float) -> str:
-    """One WebVTT segment: the timestamp map, the cues (identified by their caption
-    segment, text escaped as in the transcript download) and a closing blank line."""
-    captions = [webvtt.Caption(_timestamp(cue.start_ms), _timestamp(cue.end_ms),
-                               html.escape(cue.text, quote=False), identifier=str(cue.segment))
-                for cue in cues]
-    content = webvtt.WebVTT(captions=captions, metadata=[timestamp_map(offset_s)]).content
-    return content + "\n"
-
-
-def render_playlist(timing: HlsTiming, first: int, count: int, ended: bool,
-                    uri: Callable[[int], str]) -> str:
-    """The media playlist of segments ``first .. first+count-1`` (``uri(i)`` names each),
-    ended with ``#EXT-X-ENDLIST`` when the talk is over."""
-    playlist = m3u8.M3U8()
-    playlist.version = 3
-    playlist.target_duration = timing.segment_s
-    playlist.media_sequence = first
-    for index in range(first, first + count):
-        playlist.add_segment(m3u8.Segment(uri=uri(index), duration=timing.segment_s))
-    playlist.is_endlist = ended
-    return playlist.dumps()
 
 
 def live_range(timing: HlsTiming, published: int) -> tuple[int, int]:

@@ -1,6 +1,6 @@
 """Where a talk's HLS subtitle rendition comes from, the same on every replica: the talk,
 whether it still runs, its cues and how far its live playlist reached
-(``app.rooms.hls`` writes the playlist and the segments).
+(``timeline`` says what a segment holds, ``playlist`` writes it).
 
 **The cues come from the transcript store, not from the bus's streams.** The store holds
 every final of a talk with the one timing the transcript download uses (from the segment's
@@ -29,7 +29,7 @@ stopped growing, its playlist stays the last live one; then it ends.
 
 **Caches** (this replica's, never the truth): a talk's cues per language, reused only when
 fetched after the segment asked for was published (so a cached fetch never lacks a cue the
-segment must hold), and rendered segments (they never change; see ``app.rooms.hls``).
+segment must hold), and rendered segments (they never change; see ``timeline``).
 Viewers asking at once share one read of the store, and players refreshing a room's
 playlist at once share one read of its talks.
 """
@@ -44,15 +44,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from app.rooms.bus import BusUnavailable, RoomBus
-from app.rooms.hls import (
+from app.rooms.hls.playlist import render_playlist, render_segment
+from app.rooms.hls.timeline import (
     SETTLE_S,
     Cue,
     HlsTiming,
     cues_of,
     ended_range,
     live_range,
-    render_playlist,
-    render_segment,
 )
 from app.rooms.redis_client import describe
 from app.rooms.registry import RoomRegistry
