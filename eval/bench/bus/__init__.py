@@ -1,0 +1,1 @@
+"""Rooms on Redis across two replicas (``livetrans bench bus``)."""

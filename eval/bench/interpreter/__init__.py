@@ -1,0 +1,1 @@
+"""Realtime translation of a talk (``livetrans bench interpreter``)."""

@@ -1,0 +1,232 @@
+"""What audio speakers cost the translation engine: 0, 1 and 4 speakers side by side.
+
+Part of ``livetrans speech-bench`` (``--speakers``). One in-process server
+(``eval.local_server.LocalServer``). In every run a *text speaker*
+replays a recorded ASR stream (``asr_partials``: timed partials and finals) in real time,
+as a text client does; beside it, N *audio speakers* each stream the same espeak-ng talk
+(FLORES dev sentences, 1 s pauses) as 16 kHz PCM in real time (200 ms frames), recognised
+by the server's Whisper. The runs differ only in N, so what N costs shows as:
+
+* the text speaker's final latency (final sent to its caption, p50 / p95) and how many of
+  its partials were still translated (the rest were coalesced away under load);
+* the audio speakers' end of speech to final caption (p50 / p90 / p95: recognition, its queue
+  on the recogniser's one thread, translation), their word error rate, and audio dropped;
+* the recogniser's compute per second of audio (its real-time factor on ``--asr-threads``).
+
+The talk's sentence ends are known from the composition; each final caption is matched to
+the earliest sentence that ended before it arrived and is not yet matched (a sentence that
+Whisper splits in two counts once). Timings come from the wall clock on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import time
+import wave
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import websockets
+
+from app.speech.resample import RATE, Resampler
+from eval.datasets.streams import Stream
+from eval.tables import Table
+
+FRAME_S = 0.2  # an audio speaker's frame, sent in real time
+
+
+def espeak(text: str, folder: Path) -> np.ndarray:
+    """``text`` spoken by espeak-ng (US English, 150 words a minute) at 16 kHz."""
+    exe = shutil.which("espeak-ng")
+    if exe is None:
+        raise RuntimeError("espeak-ng is not installed (make system-deps)")
+    path = folder / "say.wav"
+    subprocess.run([exe, "-v", "en-us", "-s", "150", "-w", str(path), text], check=True,
+                   capture_output=True, timeout=120)
+    with wave.open(str(path)) as w:
+        rate = w.getframerate()
+        samples = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+    return Resampler(rate).process(samples.astype(np.float64))
+
+
+@dataclass
+class SpeakerLog:
+    """One speaker's finals: latencies (s), recognised sources, errors."""
+
+    latencies_s: list[float] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    captions: int = 0
+    finals: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def match_ends(arrivals: list[float], ends: list[float]) -> list[float]:
+    """Latency of each final caption from the end of the sentence it answers: the earliest
+    sentence that ended before it arrived and is not answered yet (none: not counted)."""
+    latencies, next_end = [], 0
+    for t in arrivals:
+        if next_end < len(ends) and ends[next_end] <= t:
+            latencies.append(t - ends[next_end])
+            next_end += 1
+    return latencies
+
+
+class Talk(Protocol):
+    """Speech for the audio speakers (``eval.bench.speech.bench.compose`` makes one)."""
+
+    pcm: np.ndarray  # 16 kHz samples on the int16 scale
+    sentences: list[str]
+    ends_s: list[float]  # where each sentence's speech ends
+
+
+async def audio_speaker(url: str, talk: Talk, lang: str, log: SpeakerLog) -> None:
+    """Stream the talk in real time; time each final caption from its sentence's end."""
+    async with websockets.connect(url, max_size=None) as ws:
+        await ws.send(json.dumps({"type": "start", "target_lang": lang, "input": "audio",
+                                  "sample_rate": RATE}))
+        ready = json.loads(await ws.recv())
+        if ready.get("type") != "ready":
+            raise RuntimeError(f"the server refused an audio speaker: {ready}")
+        arrivals: list[float] = []
+        t0 = time.perf_counter()
+
+        async def receive() -> None:
+            async for raw in ws:
+                msg = json.loads(raw)
+                if msg["type"] == "caption":
+                    log.captions += 1
+                    if msg["final"]:
+                        log.finals += 1
+                        arrivals.append(time.perf_counter() - t0)
+                        log.sources.append(msg["source"])
+                elif msg["type"] == "error":
+                    log.errors.append(msg.get("code", "error"))
+                elif msg["type"] == "done":
+                    return
+
+        receiver = asyncio.create_task(receive())
+        step = int(FRAME_S * RATE)
+        pcm = np.clip(np.round(talk.pcm), -32768, 32767).astype("<i2")
+        for i in range(0, len(pcm), step):
+            await asyncio.sleep(max(0.0, t0 + i / RATE - time.perf_counter()))
+            await ws.send(pcm[i:i + step].tobytes())
+        await ws.send(json.dumps({"type": "stop"}))
+        await receiver
+    log.latencies_s = match_ends(arrivals, talk.ends_s)
+
+
+async def text_speaker(url: str, utterances: list[Stream], lang: str, log: SpeakerLog) -> None:
+    """Replay recorded ASR updates at their own pace; time each final to its caption."""
+    async with websockets.connect(url, max_size=None) as ws:
+        await ws.send(json.dumps({"type": "start", "target_lang": lang}))
+        json.loads(await ws.recv())
+        sent: dict[int, float] = {}
+
+        async def receive() -> None:
+            async for raw in ws:
+                msg = json.loads(raw)
+                if msg["type"] == "caption":
+                    log.captions += 1
+                    if msg["final"]:
+                        log.finals += 1
+                        log.latencies_s.append(time.perf_counter() - sent[msg["segment"]])
+                elif msg["type"] == "error":
+                    log.errors.append(msg.get("code", "error"))
+                elif msg["type"] == "done":
+                    return
+
+        receiver = asyncio.create_task(receive())
+        for seg, utterance in enumerate(utterances):
+            begun = time.perf_counter()
+            for update in utterance.updates:
+                await asyncio.sleep(max(0.0, begun + (update.t or 0.0) - time.perf_counter()))
+                if update.is_final:
+                    sent[seg] = time.perf_counter()
+                await ws.send(json.dumps({"type": "final" if update.is_final else "partial",
+                                          "segment": seg, "text": update.source}))
+        await ws.send(json.dumps({"type": "stop"}))
+        await receiver
+
+
+@dataclass
+class CostRun:
+    audio_speakers: int
+    text: SpeakerLog
+    audio: list[SpeakerLog]
+    asr_compute_s: float
+    asr_audio_s: float
+    dropped_audio_s: float
+    wall_s: float
+
+    def summary(self, wer: Any) -> dict[str, Any]:
+        audio_lat = [x for log in self.audio for x in log.latencies_s]
+        sources = [log.sources for log in self.audio]
+        return {
+            "audio_speakers": self.audio_speakers,
+            "text_final_latency_s_p50": _pct(self.text.latencies_s, 50),
+            "text_final_latency_s_p95": _pct(self.text.latencies_s, 95),
+            "text_captions": self.text.captions, "text_finals": self.text.finals,
+            "text_errors": len(self.text.errors),
+            "audio_end_of_speech_to_final_s_p50": _pct(audio_lat, 50),
+            "audio_end_of_speech_to_final_s_p90": _pct(audio_lat, 90),
+            "audio_end_of_speech_to_final_s_p95": _pct(audio_lat, 95),
+            "audio_finals": sum(log.finals for log in self.audio),
+            "audio_wer": None if not sources else round(
+                float(np.mean([wer(s) for s in sources])), 3),
+            "audio_errors": sum(len(log.errors) for log in self.audio),
+            "asr_real_time_factor": round(self.asr_compute_s / self.asr_audio_s, 3)
+            if self.asr_audio_s else None,
+            "dropped_audio_s": round(self.dropped_audio_s, 1),
+            "wall_s": round(self.wall_s, 1),
+        }
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    return round(float(np.percentile(values, q)), 2) if values else None
+
+
+def _metric(server: Any, name: str) -> float:
+    return server.state.metrics.registry.get_sample_value(name) or 0.0
+
+
+def cost_run(server: Any, talk: Talk, utterances: list[Stream], speakers: int,
+             lang: str = "de") -> CostRun:
+    """One text speaker and ``speakers`` audio speakers at once, on ``server``."""
+    url = server.url.replace("http://", "ws://") + "/v1/live"
+    before = {name: _metric(server, name) for name in (
+        "livetrans_asr_decode_seconds_sum", "livetrans_asr_audio_seconds_total",
+        "livetrans_asr_dropped_audio_seconds_total")}
+    text, audio = SpeakerLog(), [SpeakerLog() for _ in range(speakers)]
+
+    async def everyone() -> None:
+        await asyncio.gather(text_speaker(url, utterances, lang, text),
+                             *(audio_speaker(url, talk, lang, log) for log in audio))
+
+    began = time.perf_counter()
+    asyncio.run(everyone())
+    wall = time.perf_counter() - began
+    after = {name: _metric(server, name) - value for name, value in before.items()}
+    return CostRun(speakers, text, audio, after["livetrans_asr_decode_seconds_sum"],
+                   after["livetrans_asr_audio_seconds_total"],
+                   after["livetrans_asr_dropped_audio_seconds_total"], wall)
+
+
+def cost_table(summaries: list[dict]) -> Table:
+    t = Table(["audio speakers", "text final p50 s", "text final p95 s", "text captions",
+               "speech end→final p50 s", "p90 s", "p95 s", "audio finals",
+               "audio WER", "ASR compute / audio s", "audio dropped s", "errors"])
+    for s in summaries:
+        t.add(s["audio_speakers"], s["text_final_latency_s_p50"], s["text_final_latency_s_p95"],
+              f"{s['text_captions']} ({s['text_finals']} finals)",
+              s["audio_end_of_speech_to_final_s_p50"] or "-",
+              s.get("audio_end_of_speech_to_final_s_p90") or "-",
+              s["audio_end_of_speech_to_final_s_p95"] or "-", s["audio_finals"],
+              s["audio_wer"] if s["audio_wer"] is not None else "-",
+              s["asr_real_time_factor"] or "-", s["dropped_audio_s"],
+              s["text_errors"] + s["audio_errors"])
+    return t

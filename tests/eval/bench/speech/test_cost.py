@@ -1,0 +1,32 @@
+"""``eval.bench.speech.cost``: audio speakers beside a text speaker on the real server."""
+
+from __future__ import annotations
+
+import pytest
+
+from eval.bench.speech.bench import PAUSE_S, compose
+from eval.bench.speech.cost import cost_run, cost_table, match_ends
+from eval.datasets.asr_partials import read_asr_streams
+from tests.speech import ESPEAK, SENTENCES, wer
+
+
+def test_each_final_answers_the_earliest_sentence_that_ended_before_it() -> None:
+    ends = [2.0, 5.0, 9.0]
+    assert match_ends([3.0, 6.5, 10.0], ends) == [1.0, 1.5, 1.0]
+    # a sentence heard as two finals counts once; a final before any end is not counted
+    assert match_ends([1.0, 3.0, 3.5, 7.0], ends) == [1.0, 2.0]
+
+
+@pytest.mark.skipif(ESPEAK is None, reason="Debian package 'espeak-ng' is not installed")
+def test_one_audio_speaker_beside_a_text_speaker(live_server, data_dir) -> None:
+    talk = compose("test", SENTENCES[:1])
+    assert talk.seconds == pytest.approx(talk.ends_s[0] + PAUSE_S, abs=0.01)
+    utterances = read_asr_streams(data_dir / "asr_partials" / "flores200_dev_en.jsonl", 1)
+    run = cost_run(live_server, talk, utterances, speakers=1)
+    summary = run.summary(lambda sources: wer(" ".join(talk.sentences), " ".join(sources)))
+    assert summary["text_finals"] == 1 and summary["audio_finals"] == 1
+    assert summary["audio_end_of_speech_to_final_s_p50"] > 0
+    assert summary["audio_wer"] <= 0.3
+    assert summary["asr_real_time_factor"] > 0
+    assert summary["text_errors"] == summary["audio_errors"] == 0
+    assert "audio WER" in cost_table([summary]).markdown()
