@@ -105,6 +105,25 @@ class Engine:
         self.decode(batch, list(range(first, len(batch))))
         return first, reuse
 
+    def hold_prefixes(self, prefixes: Sequence[Sequence[int]]) -> int:
+        """Decode each prefix into a sequence of its own (as many as there are sequences),
+        before any generation runs: a prompt starting with one is then copied, not decoded
+        (``KvSlots.acquire``). Returns the tokens decoded. No logits are asked for.
+
+        Runs on the engine's one thread like everything else here: at start, before the
+        worker takes jobs."""
+        fitting = [list(p) for p in prefixes if 0 < len(p) < self.rt.n_ctx]
+        decoded = 0
+        for kv, prefix in zip(self.slots.slots, fitting, strict=False):
+            kv.forget()
+            self.rt.decode(prefix, 0, [], seq=kv.seq_id)
+            kv.cached.extend(prefix)
+            kv.last_used = time.monotonic()
+            decoded += len(prefix)
+            self.tokens_decoded += len(prefix)
+            self.forward_passes += 1
+        return decoded
+
     # -- generations -----------------------------------------------------------------------
     def start(self, req: GenerationRequest) -> SequenceGeneration:
         """A generation ready to be attached to a sequence (raises on an oversized prompt)."""

@@ -235,3 +235,30 @@ def test_a_failed_step_fails_its_sequences_and_the_scheduler_goes_on(runtime, mo
         assert sched.run(fine).text.strip()
     finally:
         sched.stop()
+
+
+def test_held_direction_prefixes_are_copied_not_decoded_and_change_nothing(multi_engine):
+    """``--langs``: each served direction's preamble is decoded once at start
+    (``Engine.hold_prefixes``); a first request of that direction copies it and decodes
+    only its own part, with the same output as from an empty cache (up to near-ties)."""
+    from app.translation.prompts.parts import tokenize_prompt
+    from app.translation.prompts.prefixes import direction_prefix
+
+    rt, fmt = multi_engine.rt, FewShotFormat()
+    reqs = [GenerationRequest(prompt_tokens=tokenize_prompt(fmt.translation(SOURCES[0], "en", lang),
+                                                            rt.tokenize),
+                              max_tokens=48, stop_strings=("\n",)) for lang in ("de", "ja")]
+    alone = []
+    for r in reqs:
+        multi_engine.slots.clear()
+        alone.append(multi_engine.generate(r).tokens)
+    multi_engine.slots.clear()
+    prefixes = [direction_prefix(fmt, "en", lang, rt.tokenize) for lang in ("de", "ja")]
+    assert multi_engine.hold_prefixes(prefixes) == sum(len(p) for p in prefixes)
+    before = multi_engine.tokens_decoded
+    held, _ = _run_together(multi_engine, reqs)
+    fresh = sum(len(r.prompt_tokens) - len(p) for r, p in zip(reqs, prefixes, strict=True))
+    assert multi_engine.tokens_decoded - before - sum(len(t.tokens) for t in held) <= fresh
+    for r, p, a, t in zip(reqs, prefixes, alone, held, strict=True):
+        assert t.prompt_tokens_cached >= len(p) > 20
+        assert _same_up_to_near_ties(multi_engine, r, a, t.tokens)
