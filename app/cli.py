@@ -22,9 +22,8 @@ from app.engine.cpu_threads import POLICIES, configure_omp_wait
 from app.logs import configure_logging
 from app.model_files import ModelFileError, resolve_model_path
 from app.settings import (
+    FLAT,
     PLURAL_ONLY,
-    ModelSettings,
-    ServerSettings,
     Settings,
     SettingsError,
     load_settings,
@@ -40,18 +39,18 @@ from app.usage import (
 
 
 def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per ``Settings`` field, in two groups (the model's, the server's);
-    defaults come from env vars (LIVETRANS_*)."""
-    groups = [(parser.add_argument_group("model options"), ModelSettings),
-              (parser.add_argument_group("server options"), ServerSettings)]
-    for group, fields in groups:
-        for name in fields.model_fields:
-            _add_setting_flag(group, name)
+    """One flag per setting (its flat name: ``app.settings.FLAT``), grouped by subsystem
+    (the model's, then the server's); defaults come from env vars (LIVETRANS_*)."""
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for name, where in FLAT.items():
+        if where.group not in groups:
+            groups[where.group] = parser.add_argument_group(where.group)
+        _add_setting_flag(groups[where.group], name)
 
 
 def _add_setting_flag(parser: argparse._ArgumentGroup, name: str) -> None:
     """The flag of one setting, its help naming its variable and default."""
-    field = Settings.model_fields[name]
+    field = FLAT[name].field
     flag = "--" + name.replace("_", "-")
     env = "LIVETRANS_" + name.upper()
     default = field.get_default(call_default_factory=True)
@@ -75,7 +74,7 @@ def serve_settings(args: argparse.Namespace) -> Settings:
     """The settings ``serve``'s flags name, the rest from ``LIVETRANS_*`` or defaults."""
     overrides = {
         name: getattr(args, name)
-        for name in Settings.model_fields
+        for name in FLAT
         if getattr(args, name, None) is not None
     }
     return load_settings(**overrides)
@@ -89,9 +88,9 @@ def _serve(args: argparse.Namespace) -> int:
     configure_omp_wait(settings.omp_wait_policy)  # before llama.cpp loads
     # a bad model (or chat template) is one line now, not in a thread
     _check_model_loads(settings.model, settings.prompt_format)
-    configure_logging(settings.log_level, settings.log_format)
-    check_listen_address(settings.host, settings.port)
-    check_room_store(settings.room_bus, settings.data_dir)
+    configure_logging(settings.logs.level, settings.logs.format)
+    check_listen_address(settings.http.host, settings.http.port)
+    check_room_store(settings.rooms.bus, settings.rooms.data_dir)
     # the checks passed (a failure above is one line and nothing else): say at once what
     # is started, as loading takes from seconds to minutes
     logging.getLogger("livetrans.startup").info("%s", starting_line(settings))
@@ -108,9 +107,9 @@ def _serve(args: argparse.Namespace) -> int:
     app = create_app(settings, on_load_error=stop_on_load_error)
     # uvicorn's access log is off (the server logs each request once, with its id) and its
     # own log config is not applied (its loggers go through ours, text or JSON)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port,
-                            log_level=settings.log_level, access_log=False, log_config=None,
-                            timeout_graceful_shutdown=int(settings.shutdown_grace_s))
+    config = uvicorn.Config(app, host=settings.http.host, port=settings.http.port,
+                            log_level=settings.logs.level, access_log=False, log_config=None,
+                            timeout_graceful_shutdown=int(settings.scheduling.shutdown_grace_s))
     server = GracefulServer(config)
     server.run()
     if failures:
@@ -122,16 +121,17 @@ def starting_line(settings: Settings) -> str:
     """``starting livetrans: model X from FOLDER, ...``: what ``serve`` is about to load
     and whether it trims the vocabulary (``app.vocab_trim.auto``)."""
     path = resolve_model_path(settings.model)
-    if not settings.langs:
+    langs = settings.languages.langs
+    if not langs:
         trim = "served as it is (no --langs)"
-    elif settings.no_trim:
-        trim = f"its full vocabulary (--no-trim), serving {','.join(settings.langs)}"
+    elif settings.languages.no_trim:
+        trim = f"its full vocabulary (--no-trim), serving {','.join(langs)}"
     else:
-        trim = (f"trimmed to {','.join(settings.langs)} (--langs: a copy made on the first "
+        trim = (f"trimmed to {','.join(langs)} (--langs: a copy made on the first "
                 "start and reused after)")
     return (f"starting livetrans {_version()}: model {path.name} from {path.parent}, {trim}; "
-            f"it serves {listen_url(settings.host, settings.port)} once the model is loaded: "
-            "wait for the 'ready:' line")
+            f"it serves {listen_url(settings.http.host, settings.http.port)} once the model is "
+            "loaded: wait for the 'ready:' line")
 
 
 def _check_model_loads(model: str | None, prompt_format: str | None = None) -> None:

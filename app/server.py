@@ -62,10 +62,10 @@ def _warm_voices(state: ServerState) -> None:
     every served language's. Nothing waits for it."""
     from app.voice.registry import parse_voice_entries
 
-    langs = list(parse_voice_entries(state.settings.voices))
+    langs = list(parse_voice_entries(state.settings.voice.voices))
     if state.langs_given and state.served_langs:
         langs += sorted(set(state.served_langs) - set(langs))
-    if langs and state.settings.voice_engine != "none":
+    if langs and state.settings.voice.engine != "none":
         state.voices.warm(langs)
 
 
@@ -91,13 +91,13 @@ def _load_engine(state: ServerState) -> str | None:
         engine = Engine(runtime)
         metrics = state.metrics
         worker = EngineWorker(
-            engine, max_queue=settings.queue_size,
-            scheduler=SchedulerConfig(step_tokens=settings.step_tokens,
-                                      prefill_chunk=settings.prefill_chunk,
-                                      crowded_proposals=settings.crowded_proposals,
-                                      crowded_draft=settings.crowded_draft,
-                                      final_steps=settings.final_steps),
-            max_queue_wait_s=settings.max_queue_wait_s,
+            engine, max_queue=settings.scheduling.queue_size,
+            scheduler=SchedulerConfig(step_tokens=settings.scheduling.step_tokens,
+                                      prefill_chunk=settings.scheduling.prefill_chunk,
+                                      crowded_proposals=settings.scheduling.crowded_proposals,
+                                      crowded_draft=settings.scheduling.crowded_draft,
+                                      final_steps=settings.scheduling.final_steps),
+            max_queue_wait_s=settings.scheduling.max_queue_wait_s,
             on_step=metrics.observe_step,
             on_admit=lambda ticket, waited: metrics.observe_admission(
                 PRIORITY_NAMES.get(ticket.priority, "other"), waited,
@@ -113,11 +113,11 @@ def _load_engine(state: ServerState) -> str | None:
         state.langs_given = served.langs is not None
         state.translator = Translator(
             backend, fmt, state.sessions, chain_factory=chains.build,
-            chat_renderer=model.render_chat, max_context_chars=settings.max_context_chars)
+            chat_renderer=model.render_chat, max_context_chars=settings.limits.max_context_chars)
         log.info("model %s loaded in %.1fs (prompt format: %s, drafters: %s, %d sequences)",
                  model.path.name, time.perf_counter() - t0, fmt.name, chains.describe(),
                  runtime.n_seq)
-        langs = list(settings.langs) if state.langs_given else state.served_langs
+        langs = list(settings.languages.langs) if state.langs_given else state.served_langs
         return describe_served(langs, state.model_id, fmt.name, supported=LANGUAGE_NAMES)
     except Exception as exc:  # noqa: BLE001 - reported through /health and on_load_error
         log.debug("model failed to load", exc_info=True)
@@ -130,10 +130,11 @@ def _load_engine(state: ServerState) -> str | None:
 def auto_trim_request(settings: Settings) -> AutoTrim | None:
     """``--langs``, ``--no-trim`` and ``--corpus`` as the trim they ask for (None: no
     ``--langs``, the model is served as it is)."""
-    if not settings.langs:
+    if not settings.languages.langs:
         return None
-    return AutoTrim(langs=tuple(settings.langs), corpora=tuple(settings.corpus_files()),
-                    trim=not settings.no_trim)
+    languages = settings.languages
+    return AutoTrim(langs=tuple(languages.langs), corpora=tuple(languages.corpus_files()),
+                    trim=not languages.no_trim)
 
 
 async def _open_rooms(state: ServerState) -> None:
@@ -148,15 +149,16 @@ async def _open_rooms(state: ServerState) -> None:
     settings, metrics = state.settings, state.metrics
     metrics.bus_up.set(1)
     state.bus = open_room_bus(
-        settings.room_bus, state.replica, lease_s=settings.room_lease_s,
+        settings.rooms.bus, state.replica, lease_s=settings.rooms.lease_s,
         on_up=lambda up: metrics.bus_up.set(int(up)), on_error=metrics.bus_errors.inc,
         on_pending=metrics.bus_pending_finals.set,
         on_restart=lambda task: metrics.task_restarts.labels(task).inc(),
         on_skipped=metrics.bus_skipped_messages.inc)
     await state.bus.start(state.rooms)
     state.transcripts = open_transcripts(  # on the bus's Redis, if it has one
-        settings.data_dir, state.bus.redis, retention_days=settings.transcript_retention_days,
-        replicated=is_sentinel(settings.room_bus or ""))
+        settings.rooms.data_dir, state.bus.redis,
+        retention_days=settings.rooms.transcript_retention_days,
+        replicated=is_sentinel(settings.rooms.bus or ""))
     state.recorder = TranscriptRecorder(state.transcripts,
                                         on_line=metrics.transcript_lines.inc,
                                         on_error=metrics.bus_errors.inc,
@@ -167,13 +169,13 @@ async def _open_rooms(state: ServerState) -> None:
     from app.rooms.viewer_tokens import RoomViewerTokens, open_viewer_tokens
 
     state.viewer_tokens = RoomViewerTokens(state.auth.api_keys, open_viewer_tokens(
-        settings.data_dir, state.bus.redis, getattr(state.bus, "prefix", "livetrans"),
-        replicated=is_sentinel(settings.room_bus or "")))
+        settings.rooms.data_dir, state.bus.redis, getattr(state.bus, "prefix", "livetrans"),
+        replicated=is_sentinel(settings.rooms.bus or "")))
 
 
 async def _close_rooms(state: ServerState) -> None:
     """Finals still waiting reach the transcript and the bus (within the grace time)."""
-    grace = state.settings.shutdown_grace_s
+    grace = state.settings.scheduling.shutdown_grace_s
     if state.recorder is not None:
         await state.recorder.close(grace)
     await state.bus.close(grace)
@@ -200,7 +202,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
     model_id = settings.model_alias or model_id_for(model_path)
     state = ServerState(
         settings=settings,
-        sessions=SessionStore(settings.max_sessions, settings.session_ttl_s),
+        sessions=SessionStore(settings.limits.max_sessions, settings.limits.session_ttl_s),
         model_id=model_id,
         model_aliases={model_id, model_path.name, DEFAULT_MODEL_ID, "default", "livetrans"},
         auth=Auth.from_settings(settings),
@@ -230,7 +232,7 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         yield
         state.stop_taking_work()
         if state.backend is not None:
-            await state.backend.shutdown(settings.shutdown_grace_s)
+            await state.backend.shutdown(settings.scheduling.shutdown_grace_s)
         state.speech.close()
         state.voices.close()
         # the live connections have ended their talks: their pushes deliver what is left
@@ -241,13 +243,14 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         # (benchmarks, the tests) would otherwise keep every stopped one's model for good
         gc.unfreeze()
 
-    replica = state.replica = settings.replica_id or f"{socket.gethostname()}:{settings.port}"
+    replica = state.replica = (settings.http.replica_id
+                               or f"{socket.gethostname()}:{settings.http.port}")
     install_log_redaction()
     app = FastAPI(title="livetrans", version="0.1.0", lifespan=lifespan)
     app.state.livetrans = state
     app.state.ready_line = ready_line
     install_error_handlers(app)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.http.max_body_bytes)
     app.add_middleware(CORSMiddleware, **cors_options(settings))
 
     @app.middleware("http")
@@ -273,8 +276,8 @@ def create_app(settings: Settings | None = None, load_in_background: bool = True
         return response
 
     app.add_middleware(WebSocketAccessLog, label=lambda scope: route_label(labelled, scope))
-    app.add_middleware(AllowedHosts, allowed=settings.allowed_hosts or
-                       default_allowed_hosts(settings.host))
+    app.add_middleware(AllowedHosts, allowed=settings.http.allowed_hosts or
+                       default_allowed_hosts(settings.http.host))
     # outermost: every answer, a 401 included, carries the id its log line names
     app.add_middleware(CorrelationIdMiddleware, validator=valid_request_id,
                        generator=new_request_id)

@@ -142,18 +142,18 @@ def _prepare(
         raise APIError(404, f"The model '{body.model}' does not exist; see /v1/models.",
                        param="model", code="model_not_found")
     limit = body.token_limit()
-    max_tokens = min(limit or settings.max_new_tokens, settings.max_new_tokens)
+    max_tokens = min(limit or settings.limits.max_new_tokens, settings.limits.max_new_tokens)
     prep = _Prepared(body, state)
     total_chars = sum(len(m.text()) for m in body.messages)
-    if total_chars > settings.max_source_chars:
+    if total_chars > settings.limits.max_source_chars:
         raise APIError(413, f"Input is {total_chars} characters; the limit is "
-                       f"{settings.max_source_chars}.", param="messages", code="too_large")
+                       f"{settings.limits.max_source_chars}.", param="messages", code="too_large")
     # A prediction is a draft of the output, verified in the same forward pass as the
     # prompt: it costs what a source of its length costs, so it gets the same limit.
     predicted = len(body.prediction.text()) if body.prediction is not None else 0
-    if predicted > settings.max_source_chars:
+    if predicted > settings.limits.max_source_chars:
         raise APIError(413, f"The prediction is {predicted} characters; the limit is "
-                       f"{settings.max_source_chars}.", param="prediction", code="too_large")
+                       f"{settings.limits.max_source_chars}.", param="prediction", code="too_large")
     if body.target_lang is None:
         return prep
     try:
@@ -188,7 +188,7 @@ async def _acquire_session(prep: _Prepared, owner: str | None) -> None:
     try:
         if body.is_final:
             prep.session = await state.sessions.acquire_when_free(
-                prep.session_id, owner, timeout=state.settings.request_timeout_s)
+                prep.session_id, owner, timeout=state.settings.http.request_timeout_s)
         else:
             prep.session = state.sessions.acquire(prep.session_id, owner)
     except (SessionBusyError, SessionStoreFullError) as exc:
@@ -206,7 +206,7 @@ async def _run(
 ) -> TranslationOutcome:
     """Run a translation or a plain chat completion through the engine."""
     state, body = prep.state, prep.body
-    timeout = state.settings.request_timeout_s
+    timeout = state.settings.http.request_timeout_s
     t0 = time.perf_counter()
     started = threading.Event()
     try:
@@ -220,8 +220,8 @@ async def _run(
                 job=JobControl(on_text=on_text, cancel=cancel, started=started),
             )
         else:
-            limit = min(body.token_limit() or state.settings.max_new_tokens,
-                        state.settings.max_new_tokens)
+            limit = min(body.token_limit() or state.settings.limits.max_new_tokens,
+                        state.settings.limits.max_new_tokens)
             coro = state.translator.chat(
                 [{"role": m.role, "content": m.text()} for m in body.messages],
                 max_tokens=limit, temperature=body.temperature or 0.0, seed=body.seed,

@@ -44,8 +44,8 @@ def served_languages(state: ServerState) -> tuple[list[str], bool]:
     loaded), so the list is not settled until then."""
     served = state.served_langs
     settled = state.translator is not None or state.load_error is not None
-    if served is None and state.settings.langs:
-        served, settled = frozenset(state.settings.langs), True
+    if served is None and state.settings.languages.langs:
+        served, settled = frozenset(state.settings.languages.langs), True
     if served is None:
         return list(LANGUAGE_NAMES), settled
     return [lang for lang in LANGUAGE_NAMES if lang in served], settled

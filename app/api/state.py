@@ -86,14 +86,15 @@ class ServerState:
             on_drop=lambda n: metrics.viewer_frames_dropped.inc(n),
             on_viewers=lambda n: metrics.live_viewers.set(n),
         )
-        self.speech = SpeechRecognition(self.settings.asr_model, self.settings.asr_threads,
-                                        self.settings.asr_device, on_decode=metrics.observe_asr,
-                                        max_speakers=self.settings.max_audio_speakers,
-                                        window=self.settings.asr_window)
+        speech = self.settings.speech
+        self.speech = SpeechRecognition(speech.model, speech.threads, speech.device,
+                                        on_decode=metrics.observe_asr,
+                                        max_speakers=speech.max_speakers,
+                                        window=speech.window, engine=speech.engine)
         self.whip = WhipSessions(on_dropped=metrics.asr_dropped_seconds.inc)
-        self.realtime_calls = RealtimeCalls(self.settings.max_live_sessions)
-        self.voices = VoiceRegistry(parse_voice_entries(self.settings.voices),
-                                    self.settings.voice_engine, self.settings.voice_threads,
+        self.realtime_calls = RealtimeCalls(self.settings.live.max_sessions)
+        self.voices = VoiceRegistry(parse_voice_entries(self.settings.voice.voices),
+                                    self.settings.voice.engine, self.settings.voice.threads,
                                     metrics=metrics.voice_metrics())
 
     def live_services(self) -> LiveServices:
@@ -136,7 +137,7 @@ class ServerState:
 
             store = RedisVoiceSegments(
                 client, getattr(self.bus, "prefix", "livetrans"),
-                retention_seconds(self.settings.transcript_retention_days))
+                retention_seconds(self.settings.rooms.transcript_retention_days))
         else:
             store = MemoryVoiceSegments()
         self._voice_segments = (self.bus, store)
@@ -157,7 +158,7 @@ class ServerState:
 
     def grace_left(self) -> float:
         """Seconds left of ``--shutdown-grace-s`` since shutdown began (all of it before)."""
-        grace = self.settings.shutdown_grace_s
+        grace = self.settings.scheduling.shutdown_grace_s
         if self.shutdown_began is None:
             return grace
         return max(0.0, self.shutdown_began + grace - time.monotonic())

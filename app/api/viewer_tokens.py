@@ -141,7 +141,7 @@ def _record(record: RoomTokenRecord) -> dict[str, Any]:
 def _base(request: Request) -> str:
     state: ServerState = request.app.state.livetrans
     try:
-        return public_base(state.settings.public_url, str(request.base_url))
+        return public_base(state.settings.http.public_url, str(request.base_url))
     except BadBaseURL:
         raise APIError(400, "The request's Host is no name a link can carry; set the "
                        "server's --public-url.", code="invalid_host") from None

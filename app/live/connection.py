@@ -121,7 +121,7 @@ class LiveConnection:
         # start's "voices": committed text spoken as binary frames (``live_voices``)
         self.voices = ConnectionVoices(self.publisher, services.voices,
                                        services.voice_segments,
-                                       services.settings.hls_segment_s)
+                                       services.settings.hls.segment_s)
         self.sessions: dict[str, Session] = {}  # one per target language, in 'start' order
         self.last_final_segment = -1
         self.stopping = False
@@ -151,7 +151,8 @@ class LiveConnection:
         except RuntimeError:  # no loop: nothing runs that could be answered
             return
         if self.give_up_timer is None:
-            self.give_up_at = loop.time() + answer_within(self.services.settings.shutdown_grace_s)
+            grace_s = self.services.settings.scheduling.shutdown_grace_s
+            self.give_up_at = loop.time() + answer_within(grace_s)
             self.give_up_timer = loop.call_at(self.give_up_at, self.give_up)
 
     def give_up(self) -> None:
@@ -369,7 +370,7 @@ class LiveConnection:
             return
         try:
             start, targets, source = parse_start_targets(
-                msg, HostPolicy.from_entries(self.services.settings.output_allow_hosts))
+                msg, HostPolicy.from_entries(self.services.settings.outputs.allow_hosts))
         except Refusal as exc:
             await self.error(exc.code, exc.message, param=exc.param)
             return
@@ -419,7 +420,8 @@ class LiveConnection:
         detokenize = self.services.detokenize
         self.fan.pipelines = [
             LanguagePipeline(target, sessions[target],
-                             start.translate_options(source, target, settings.max_new_tokens),
+                             start.translate_options(source, target,
+                                                     settings.limits.max_new_tokens),
                              start.display_mode, detokenize,
                              token_bytes=self.services.token_bytes,
                              append=start.display == "append")
@@ -454,9 +456,9 @@ class LiveConnection:
         except ImportError:
             return False
         settings = self.services.settings
-        pushes = Pushes(specs, HostPolicy.from_entries(settings.output_allow_hosts),
-                        DeliveryTimes.bounded(settings.output_timeout_s,
-                                              settings.output_retry_s),
+        pushes = Pushes(specs, HostPolicy.from_entries(settings.outputs.allow_hosts),
+                        DeliveryTimes.bounded(settings.outputs.timeout_s,
+                                              settings.outputs.retry_s),
                         on_event=self.services.metrics.output,
                         flushes=self.services.flushes)
         self.talk.sinks.append(pushes)
@@ -530,7 +532,7 @@ class LiveConnection:
                              "down); no new updates", segment=seg, final=final)
             return
         try:
-            m = parse_text(msg, self.services.settings.max_source_chars)
+            m = parse_text(msg, self.services.settings.limits.max_source_chars)
         except Refusal as exc:
             await self.error(exc.code, exc.message, segment=seg, final=final, param=exc.param)
             return
@@ -561,7 +563,7 @@ def _capacity_refusal(services: LiveServices) -> str | None:
     bounds: ``--max-live-sessions`` and the queue-time bound (``--max-queue-wait-s``:
     queued work already waits longer than a caption may take).
     """
-    limit = services.settings.max_live_sessions
+    limit = services.settings.live.max_sessions
     if len(services.connections) >= limit:
         return (f"server busy: {limit} live sessions running (--max-live-sessions); "
                 "retry later")

@@ -76,8 +76,8 @@ class IceOptions:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IceOptions:
-        ports = PortRange.parse(settings.whip_udp_ports) if settings.whip_udp_ports else None
-        return cls(tuple(settings.whip_ice_servers), ports, settings.whip_public_ip)
+        ports = PortRange.parse(settings.whip.udp_ports) if settings.whip.udp_ports else None
+        return cls(tuple(settings.whip.ice_servers), ports, settings.whip.public_ip)
 
 
 class NoUdpPort(RuntimeError):

@@ -113,7 +113,7 @@ def test_every_websocket_option_reaches_the_engine(live_server, seen_options) ->
     frames = asyncio.run(talk())
     assert not [f for f in frames if f["type"] == "error"], frames
     assert seen_options
-    max_new_tokens = live_server.settings.max_new_tokens
+    max_new_tokens = live_server.settings.limits.max_new_tokens
     for opts in seen_options:
         _check_arrived(opts, START_OPTIONS, ignore=SERVER_SET)
         assert opts.max_tokens == max_new_tokens

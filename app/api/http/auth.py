@@ -93,7 +93,7 @@ class Auth:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Auth:
-        return cls.from_keys(settings.all_api_keys(), settings.metrics_key)
+        return cls.from_keys(settings.auth.all_api_keys(), settings.auth.metrics_key)
 
     def owner(self, key: str) -> str | None:
         """The owner of ``key`` if it is an API key (a metrics key owns nothing)."""

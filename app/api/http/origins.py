@@ -25,7 +25,7 @@ _DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
 def cors_options(settings: Settings) -> dict[str, Any]:
     """Keyword arguments for Starlette's ``CORSMiddleware``."""
     return {
-        "allow_origins": list(settings.cors_origins),
+        "allow_origins": list(settings.http.cors_origins),
         "allow_credentials": False,
         "allow_methods": ["GET", "POST", "OPTIONS"],
         "allow_headers": ["*"],
@@ -45,12 +45,12 @@ def origin_allowed(conn: HTTPConnection, settings: Settings) -> bool:
     origin = conn.headers.get("origin")
     if origin is None:
         return True
-    if "*" in settings.cors_origins:
+    if "*" in settings.http.cors_origins:
         return True
     key = _origin_key(origin)
     if key is None:
         return False  # "null" (a file or sandboxed page) or garbage
-    if any(key == _origin_key(allowed) for allowed in settings.cors_origins):
+    if any(key == _origin_key(allowed) for allowed in settings.http.cors_origins):
         return True
     return key == _origin_key(f"{key[0]}://{conn.headers.get('host', '')}")
 

@@ -52,7 +52,7 @@ def listeners(request: Request) -> RoomListeners:
                 metrics.voice_listener_skipped_seconds.labels("speech").inc(
                     report.skipped_speech_s)
 
-        hub = RoomListeners(live, state.settings.live_max_listeners, observe)
+        hub = RoomListeners(live, state.settings.live.max_listeners, observe)
         request.app.state.room_listeners = hub
     return hub
 
@@ -109,7 +109,7 @@ async def listen(request: Request, room: str, lang: str, token: TokenQuery = Non
         raise _busy("no_udp_port", str(exc)) from None
     except TooManyListeners:
         raise _busy("too_many_listeners", "this replica has as many listeners as it takes "
-                    f"({state.settings.live_max_listeners}); retry shortly, or listen "
+                    f"({state.settings.live.max_listeners}); retry shortly, or listen "
                     f"through the HLS rendition ({room}/voice/{lang}.m3u8)") from None
     location = f"/v1/rooms/{quote(room)}/voice/{quote(lang)}/whep/{listener.id}"
     return Response(answer, status_code=201, media_type="application/sdp",

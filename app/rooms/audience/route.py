@@ -104,7 +104,7 @@ async def room_qr(
     _check_lang(state, room, lang, talk)
     link_token = _link_token(state, room, talk, access)
     try:
-        base = public_base(state.settings.public_url, str(request.base_url))
+        base = public_base(state.settings.http.public_url, str(request.base_url))
     except BadBaseURL:
         raise APIError(400, "The request's Host is no name a link can carry; set the "
                        "server's --public-url.", code="invalid_host") from None

@@ -94,11 +94,11 @@ def _source(request: Request) -> HlsSource:
         client = getattr(state.bus, "redis", None)
         if client is not None:
             marks = RedisEdgeMarks(client, getattr(state.bus, "prefix", "livetrans"),
-                                   retention_seconds(settings.transcript_retention_days))
+                                   retention_seconds(settings.rooms.transcript_retention_days))
         else:
             marks = MemoryEdgeMarks()
         source = HlsSource(state.rooms, state.bus, store,
-                           HlsTiming(settings.hls_segment_s, settings.hls_window_s), marks)
+                           HlsTiming(settings.hls.segment_s, settings.hls.window_s), marks)
         request.app.state.hls_source = source
     return source
 
@@ -113,7 +113,7 @@ def unavailable(what: str) -> APIError:
 def rendition_offset(request: Request, offset: str | None) -> float:
     """The ``offset=`` of the request, else the server's (``serve --hls-offset-s``)."""
     if offset is None or offset == "":
-        return clean_offset(_state(request).settings.hls_offset_s)
+        return clean_offset(_state(request).settings.hls.offset_s)
     try:
         if not _OFFSET.fullmatch(offset):  # plain decimals only: no 1e3, 1_0, inf, "١"
             raise ValueError(offset)

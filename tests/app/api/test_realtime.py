@@ -391,7 +391,7 @@ def test_a_language_change_mid_talk_goes_on_in_the_new_language(live_server,
 @needs_espeak
 def test_a_speaker_beyond_the_recognisers_limit_is_told_busy_and_the_first_goes_on(
         live_server, tmp_path) -> None:
-    assert live_server.settings.max_audio_speakers == 1
+    assert live_server.settings.speech.max_speakers == 1
     pcm = _pcm24(tmp_path)
     client = AsyncOpenAI(base_url=live_server.url + "/v1", api_key="unused", max_retries=0)
     update = {"type": "session.update", "session": {

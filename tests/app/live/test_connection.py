@@ -421,7 +421,7 @@ def test_connections_beyond_the_limit_are_refused_with_1013(live_server, monkeyp
 
 def test_a_disallowed_origin_is_closed_with_1008(live_server, monkeypatch) -> None:
     settings = live_server.app.state.livetrans.settings
-    monkeypatch.setattr(settings, "cors_origins", ["https://captions.example"])
+    monkeypatch.setattr(settings.http, "cors_origins", ["https://captions.example"])
 
     async def code_for(origin: str) -> int | None:
         async with websockets.connect(_ws_url(live_server), origin=origin) as ws:

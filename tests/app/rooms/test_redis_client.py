@@ -19,7 +19,7 @@ from app.rooms.redis_client import (
     redacted,
     unavailable,
 )
-from app.settings import Settings
+from app.settings import Settings, SettingsError, load_settings
 from tests.redis_server import RedisServer, redis_server, wait_synced
 
 
@@ -74,12 +74,13 @@ def test_sentinel_addresses() -> None:
 
 
 def test_settings_take_both_kinds_and_refuse_others_in_one_line() -> None:
-    assert Settings(room_bus="redis-sentinel://s1:26379/events").room_bus
-    assert Settings(room_bus="redis://127.0.0.1:6379/0").room_bus
+    assert Settings(room_bus="redis-sentinel://s1:26379/events").rooms.bus
+    assert Settings(room_bus="redis://127.0.0.1:6379/0").rooms.bus
     for bad in ("http://x", "redis-sentinel://nohost"):
-        with pytest.raises(ValueError) as caught:
-            Settings(room_bus=bad)
-        assert "room_bus" in str(caught.value)
+        with pytest.raises(SettingsError) as caught:
+            load_settings(room_bus=bad)
+        assert "--room-bus (LIVETRANS_ROOM_BUS)" in str(caught.value)
+        assert "\n" not in str(caught.value)
 
 
 def test_a_crowd_waits_for_the_pool_instead_of_being_refused(tmp_path: Path) -> None:

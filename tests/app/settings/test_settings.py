@@ -16,12 +16,12 @@ from app.settings import Settings, SettingsError, load_settings
 ])
 def test_list_settings_take_comma_separated_env_values(monkeypatch, raw, expected) -> None:
     monkeypatch.setenv("LIVETRANS_API_KEYS", raw)
-    assert Settings().api_keys == expected
+    assert Settings().auth.api_keys == expected
 
 
 def test_cors_origins_from_env(monkeypatch) -> None:
     monkeypatch.setenv("LIVETRANS_CORS_ORIGINS", "https://a.example/,http://localhost:3000")
-    assert Settings().cors_origins == ["https://a.example", "http://localhost:3000"]
+    assert Settings().http.cors_origins == ["https://a.example", "http://localhost:3000"]
     monkeypatch.setenv("LIVETRANS_CORS_ORIGINS", "a.example")
     with pytest.raises(SettingsError, match=r"--cors-origin .*'a.example' is not an origin"):
         load_settings()
@@ -31,7 +31,7 @@ def test_no_cross_origin_and_no_metrics_key_by_default(monkeypatch) -> None:
     for name in ("CORS_ORIGINS", "METRICS_KEY", "API_KEYS"):
         monkeypatch.delenv(f"LIVETRANS_{name}", raising=False)
     s = Settings()
-    assert s.cors_origins == [] and s.metrics_key is None and s.api_keys == []
+    assert s.http.cors_origins == [] and s.auth.metrics_key is None and s.auth.api_keys == []
 
 
 @pytest.mark.parametrize("name, value, choices", [
@@ -53,7 +53,7 @@ def test_choices_are_case_insensitive(monkeypatch) -> None:
     monkeypatch.setenv("LIVETRANS_LOG_LEVEL", "DEBUG")
     monkeypatch.setenv("LIVETRANS_OMP_WAIT_POLICY", "Passive")
     s = load_settings(prompt_format="Chat-Template")
-    assert (s.log_level, s.omp_wait_policy, s.prompt_format) == \
+    assert (s.logs.level, s.omp_wait_policy, s.prompt_format) == \
         ("debug", "passive", "chat-template")
 
 
@@ -73,17 +73,17 @@ def test_missing_files_are_named(tmp_path) -> None:
     (tmp_path / "keys.txt").write_text("k1\n# comment\n\nk2\n")
     s = load_settings(api_key_file=tmp_path / "keys.txt")
     s.check_files()
-    assert s.all_api_keys() == {"k1", "k2"}
+    assert s.auth.all_api_keys() == {"k1", "k2"}
 
 
 def test_langs_from_flags_and_env(monkeypatch) -> None:
     """``serve --langs en,de`` (``LIVETRANS_LANGS``): normalised, in order; none by default."""
     monkeypatch.delenv("LIVETRANS_LANGS", raising=False)
-    assert Settings().langs == [] and Settings().no_trim is False
+    assert Settings().languages.langs == [] and Settings().languages.no_trim is False
     monkeypatch.setenv("LIVETRANS_LANGS", "EN, de")
     monkeypatch.setenv("LIVETRANS_NO_TRIM", "1")
     s = load_settings()
-    assert s.langs == ["en", "de"] and s.no_trim is True
+    assert s.languages.langs == ["en", "de"] and s.languages.no_trim is True
 
 
 @pytest.mark.parametrize("langs, expected", [
@@ -104,7 +104,7 @@ def test_corpus_files_are_checked(tmp_path) -> None:
     text.write_text("Guten Morgen.\n", encoding="utf-8")
     s = load_settings(langs=["en,de"], corpus=[f"DE={text}"])
     s.check_files()
-    assert s.corpus_files() == [("de", text)]
+    assert s.languages.corpus_files() == [("de", text)]
     for corpus, expected in ((["de"], "is not LANG=FILE"), (["xx=a"], "'xx'")):
         with pytest.raises(SettingsError, match=f"--corpus .*{expected}"):
             load_settings(langs=["en,de"], corpus=corpus)
@@ -117,8 +117,8 @@ def test_corpus_files_are_checked(tmp_path) -> None:
 
 def test_voices_are_lang_equals_onnx_once_per_language(tmp_path) -> None:
     s = load_settings(voices=["DE=voices/de.onnx"], voice_engine=" Espeak-NG ")
-    assert s.voices == ["de=voices/de.onnx"] and s.voice_engine == "espeak-ng"
-    assert Settings().voices == [] and Settings().voice_engine == "auto"
+    assert s.voice.voices == ["de=voices/de.onnx"] and s.voice.engine == "espeak-ng"
+    assert Settings().voice.voices == [] and Settings().voice.engine == "auto"
     for voices, expected in ((["de"], "is not LANG=PATH.onnx"), (["xx=a.onnx"], "'xx'"),
                              (["de=a.onnx,de=b.onnx"], "two voices")):
         with pytest.raises(SettingsError, match=f"--voice .*{expected}"):
