@@ -11,9 +11,9 @@ socket unread (the client's sends wait in TCP) for longer than the ping timeout 
 connection killed (1011) with its accepted finals unanswered. ``ReadPauses`` keeps the
 reader's pauses within ``max_read_pause_s``, well under that timeout.
 
-The values come from the ``Settings`` fields ``live_<name>`` (flags ``--live-<name>``);
-the defaults below apply to settings objects without them, and tests may set
-``LiveLimits`` on the app state.
+The values come from the live settings, ``settings.live.<name>`` (flags
+``--live-<name>``); the defaults below apply to settings objects without them, and tests
+may set ``LiveLimits`` on the app state.
 """
 
 from __future__ import annotations
@@ -48,10 +48,11 @@ class LiveLimits:
 
     @classmethod
     def from_settings(cls, settings: Any) -> LiveLimits:
-        """Defaults, overridden by ``settings.live_<name>`` where the settings define it."""
+        """Defaults, overridden by ``settings.live.<name>`` where the settings define it."""
+        live = getattr(settings, "live", None)
         values = {}
         for name in cls.__dataclass_fields__:
-            value = getattr(settings, f"live_{name}", None)
+            value = getattr(live, name, None)
             if value is not None:
                 values[name] = value
         return cls(**values)

@@ -93,7 +93,7 @@ async def voice_playlist(
         track = replace(track, ended=True)
     query = segment_query(token, offset, offset_s, room_token)
     settings = state.settings
-    body = render_voice_playlist(track, settings.hls_segment_s, settings.hls_window_s,
+    body = render_voice_playlist(track, settings.hls.segment_s, settings.hls.window_s,
                                  lambda i: f"{lang}/{record.talk_id}/{i}.aac{query}")
     return Response(content=body, media_type=MEDIA_TYPE_PLAYLIST, headers={
         "Cache-Control": "max-age=10" if track.ended else "no-cache",

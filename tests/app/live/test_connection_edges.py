@@ -96,7 +96,8 @@ def test_admission_counts_all_connections_and_per_key() -> None:
 
 
 def test_limits_come_from_settings_where_defined() -> None:
-    state = SimpleNamespace(settings=SimpleNamespace(live_max_connections=5), live_limits=None)
+    live = SimpleNamespace(max_connections=5)
+    state = SimpleNamespace(settings=SimpleNamespace(live=live), live_limits=None)
     assert limits_of(state).max_connections == 5
     assert limits_of(state).max_pending_finals == LiveLimits().max_pending_finals
     state.live_limits = LiveLimits(max_pending_finals=1)

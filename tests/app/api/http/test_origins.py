@@ -33,7 +33,7 @@ def test_default_is_same_origin_only(origin, host, allowed) -> None:
 
 def test_configured_origins_and_wildcard() -> None:
     app = Settings(cors_origins=["https://app.example/", "http://localhost:3000"])
-    assert app.cors_origins == ["https://app.example", "http://localhost:3000"]
+    assert app.http.cors_origins == ["https://app.example", "http://localhost:3000"]
     assert origin_allowed(_conn("https://app.example"), app)
     assert origin_allowed(_conn("https://app.example:443"), app)
     assert origin_allowed(_conn("http://localhost:3000"), app)

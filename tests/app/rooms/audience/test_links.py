@@ -63,9 +63,9 @@ def test_the_configured_public_url_wins_over_the_request() -> None:
 
 
 def test_the_public_url_setting_is_checked_and_optional() -> None:
-    assert Settings().public_url is None
-    assert Settings(public_url=" ").public_url is None
-    assert Settings(public_url="https://captions.example.org/live/").public_url == \
+    assert Settings().http.public_url is None
+    assert Settings(public_url=" ").http.public_url is None
+    assert Settings(public_url="https://captions.example.org/live/").http.public_url == \
         "https://captions.example.org/live"
     with pytest.raises(SettingsError, match="public-url"):
         load_settings(public_url="captions.example.org")
