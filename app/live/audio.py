@@ -14,13 +14,21 @@ before ``done``.
 The backlog is bounded (``--live-max-audio-backlog-s``): the reader stops reading while
 it is full (the client's sends wait in TCP), and a frame that still finds no room is
 dropped with one ``audio_overrun`` error frame per episode, never unbounded memory.
+
+A final's caption says where the time from the end of its speech went before it was
+translated (``stats.speech``, API.md "Speech in"; ``speech_stats``): the silence the
+endpoint heard, the audio's wait for its turn, the turn's wait on the recogniser's thread,
+the final's decode and the hand-off to the fan-out. Its translation is the caption's own
+``queue_wait_ms`` and ``decode_ms``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +36,7 @@ from app.live.frames import log_unexpected
 from app.live.pipeline import FanOut
 from app.live.publisher import CaptionPublisher, ConnectionGone
 from app.live.queue import Update
-from app.speech.recognizer import SAMPLE_RATE, Recognizer, SpeechEvent
+from app.speech.recognizer import SAMPLE_RATE, FinalTiming, Recognizer, SpeechEvent
 from app.speech.resample import Resampler
 from app.speech.service import SpeechRecognition
 
@@ -55,6 +63,37 @@ def pcm_samples(frame: bytes, max_bytes: int) -> np.ndarray:
     return np.frombuffer(frame, dtype="<i2").astype(np.float64)
 
 
+def _ms(start: float | None, end: float | None) -> float | None:
+    return None if start is None or end is None else round(max(0.0, end - start) * 1000, 2)
+
+
+def speech_stats(timing: FinalTiming, newest_audio: float | None,
+                 submitted: float) -> dict[str, Any]:
+    """A recognised final's ``stats.speech`` (API.md "Speech in"): where its time went
+    from the end of its speech until it went to the fan-out, in the order it passed.
+    ``newest_audio``: when the newest audio its turn carried arrived; ``submitted``: now
+    (``time.monotonic()``). Parts the recogniser did not measure are left out."""
+    out: dict[str, Any] = {} if timing.ended_by is None else {"ended_by": timing.ended_by}
+    if timing.speech_end_s is not None and timing.heard_s is not None:
+        after = max(0.0, timing.heard_s - timing.speech_end_s)
+        late = min(after, timing.late_s)
+        out |= {"speech_end_s": round(timing.speech_end_s, 3),
+                "heard_s": round(timing.heard_s, 3),
+                "endpoint_silence_ms": round((after - late) * 1000, 2),
+                "late_audio_ms": round(late * 1000, 2)}
+    parts = {
+        "audio_wait_ms": _ms(newest_audio, timing.asked),
+        "asr_wait_ms": _ms(timing.asked, timing.began),
+        "asr_behind_partials_ms": None if timing.began is None
+        else round(timing.behind_partials_s * 1000, 2),
+        "asr_behind_finals_ms": None if timing.began is None
+        else round(timing.behind_finals_s * 1000, 2),
+        "asr_decode_ms": _ms(timing.began, timing.ended),
+        "handoff_ms": _ms(timing.ended, submitted),
+    }
+    return out | {k: v for k, v in parts.items() if v is not None}
+
+
 class AudioInput:
     """One audio speaker: frames in (``accept``), updates out (``run``)."""
 
@@ -76,6 +115,8 @@ class AudioInput:
         self.overrun = False  # an audio_overrun frame was sent for the current episode
         self.dropped_s = 0.0
         self.received_s = 0.0
+        self.newest_at: float | None = None  # when the newest audio in the backlog arrived
+        self.taken_newest: float | None = None  # ... of the audio last taken
 
     @property
     def full(self) -> bool:
@@ -94,6 +135,7 @@ class AudioInput:
         if len(audio):
             self.backlog.append(audio)
             self.backlog_samples += len(audio)
+            self.newest_at = time.monotonic()
             self.arrived.set()
 
     def end(self) -> None:
@@ -104,6 +146,7 @@ class AudioInput:
     def take(self) -> np.ndarray:
         audio = np.concatenate(self.backlog) if self.backlog else np.zeros(0, np.float32)
         self.backlog, self.backlog_samples = [], 0
+        self.taken_newest = self.newest_at
         self.room.set()
         return audio
 
@@ -140,4 +183,8 @@ class AudioInput:
                                        "this stretch of audio; it was skipped")
             return
         for event in events:
-            self.fan.submit(Update(event.segment, event.text, event.kind == "final"))
+            final = event.kind == "final"
+            speech = None
+            if final and event.timing is not None:
+                speech = speech_stats(event.timing, self.taken_newest, time.monotonic())
+            self.fan.submit(Update(event.segment, event.text, final, speech=speech))

@@ -156,6 +156,7 @@ class LanguagePipeline:
                 "retried": outcome.retried,
                 **({"glossary": outcome.glossary} if outcome.glossary is not None else {}),
                 "timings": measured.report(),
+                **({"speech": update.speech} if update.speech is not None else {}),
             },
         })
         return False

@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -20,6 +21,9 @@ class Update:
     text: str
     final: bool
     received: float = field(default_factory=time.perf_counter)
+    # a recognised final: where its time went before it was translated (its caption's
+    # ``stats.speech``, ``app.live.audio.speech_stats``)
+    speech: dict[str, Any] | None = None
 
 
 class SegmentQueue:

@@ -26,26 +26,57 @@ Two levels, each a protocol, and the scheduling hooks between them:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from app.speech.agreement import Word
 
-__all__ = ["SAMPLE_RATE", "PlannedDecode", "Recognizer", "ScheduledRecognizer",
+__all__ = ["SAMPLE_RATE", "FinalTiming", "PlannedDecode", "Recognizer", "ScheduledRecognizer",
            "SpeechEvent", "SpeechSpan", "Transcriber", "VoiceDetector", "Word"]
 
 SAMPLE_RATE = 16_000  # every recogniser takes 16 kHz mono float32 in [-1, 1]
 
 
 @dataclass(frozen=True)
+class FinalTiming:
+    """Where a final's time went before it left the recogniser: the speech-to-screen
+    breakdown (API.md: a final caption's ``stats.speech``, made by ``app.live.audio``).
+
+    The stream says where in its audio the speech ended and how much audio it had heard
+    when it decided the segment was over; the service (``app.speech.service``) adds when
+    the turn carrying that audio was asked for and when the final's decode began and
+    ended. Audio positions are seconds of the stream's audio from its first sample; clock
+    stamps are ``time.monotonic()``; None: not measured (a recogniser that does not say).
+    """
+
+    # what ended the segment: "silence" (an endpoint), "length" (the segment's limit),
+    # "stop" (the speaker stopped); None: the recogniser does not say
+    ended_by: str | None = None
+    speech_end_s: float | None = None  # where the segment's speech ended (the VAD's edge)
+    heard_s: float | None = None  # audio heard when the segment was decided to end
+    # of the audio heard after the speech, what the endpoint did not need (beyond its
+    # silence and one look of the VAD): it arrived while the recogniser was busy
+    late_s: float = 0.0
+    asked: float | None = None  # the turn carrying that audio went to the recogniser
+    began: float | None = None  # the final's decode began (its turn's wait ended)
+    ended: float | None = None  # the final's decode ended
+    # of asked -> began: the recogniser's thread decoding partials, and decodes finals
+    # wait for (anyone's endpoints, pauses, flushes), meanwhile
+    behind_partials_s: float = 0.0
+    behind_finals_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class SpeechEvent:
-    """``partial`` (the segment's text so far) or ``final`` (the segment's last text)."""
+    """``partial`` (the segment's text so far) or ``final`` (the segment's last text); a
+    final may say where its time went (``timing``, never part of equality)."""
 
     kind: str
     segment: int
     text: str
+    timing: FinalTiming | None = field(default=None, compare=False)
 
 
 @runtime_checkable

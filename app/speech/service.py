@@ -21,6 +21,11 @@ Many speakers on that one thread:
   (``ScheduledRecognizer.partial_share``); the share is split between the open streams, so
   partials get rarer for everyone as speakers join, instead of queueing without end.
 
+Each final says where its time went on this thread (``SpeechEvent.timing``, a
+``FinalTiming``): when the turn carrying its audio was asked for, when its decode began
+and ended, and how much of that wait the thread spent on partial decodes and on decodes
+finals wait for, anyone's (the speech-to-screen breakdown of API.md's ``stats.speech``).
+
 The model loads on the first audio speaker (a server without one never pays for it).
 Streams are ``Recognizer``s (``app.speech.recognizer``) of the configured engine
 (``app.speech.engines``: ``whisper``, faster-whisper's ``StreamingWhisper``, by default).
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import threading
 import time
@@ -47,6 +53,7 @@ from app.speech.decode_order import BEHIND_S, choose
 from app.speech.engines import DEFAULT_ENGINE, RecognizerOptions, engine_named
 from app.speech.recognizer import (
     SAMPLE_RATE,
+    FinalTiming,
     PlannedDecode,
     Recognizer,
     ScheduledRecognizer,
@@ -100,6 +107,8 @@ class _Turn:
     enqueued_at: float = field(default_factory=time.monotonic)
     decode: PlannedDecode | None = None
     events: list[SpeechEvent] = field(default_factory=list)
+    # the thread's decoding (partials, urgent) so far when the turn was asked for
+    busy_at_ask: tuple[float, float] = (0.0, 0.0)
 
 
 class SpeechRecognition:
@@ -129,6 +138,10 @@ class SpeechRecognition:
         self._turns: list[_Turn] = []  # taken in, waiting for a decode (worker thread only)
         self._stopping = False
         self._thread: threading.Thread | None = None
+        # seconds the thread spent decoding (partials, urgent), and the decode running now
+        # (urgent?, began): what a turn waited behind (under ``_cond``)
+        self._spent = [0.0, 0.0]
+        self._running: tuple[bool, float] | None = None
 
     @property
     def speakers(self) -> int:
@@ -206,6 +219,7 @@ class SpeechRecognition:
                 self._thread = threading.Thread(target=self._run, name="livetrans-asr",
                                                 daemon=True)
                 self._thread.start()
+            turn.busy_at_ask = self._busy(turn.enqueued_at)
             self._incoming.append(turn)
             self._cond.notify()
         return await asyncio.wrap_future(turn.future)
@@ -259,24 +273,59 @@ class SpeechRecognition:
         else:
             self._turns.append(turn)
 
+    def _busy(self, now: float) -> tuple[float, float]:
+        """Seconds the thread has spent decoding partials and urgent decodes by ``now``
+        (the decode running counts up to ``now``); the caller holds ``_cond``."""
+        partials, urgent = self._spent
+        if self._running is not None:
+            running_urgent, began = self._running
+            if running_urgent:
+                urgent += max(0.0, now - began)
+            else:
+                partials += max(0.0, now - began)
+        return partials, urgent
+
     def _decode(self, turn: _Turn) -> None:
         """Run the turn's decode; a final may leave more to do (another pause in the
         buffer), so the turn stays until its stream needs nothing urgent."""
         stream, decode = turn.stream, turn.decode
-        began = time.perf_counter()
-        if decode is _WHOLE:
-            audio_s = 0.0 if turn.audio is None else len(turn.audio) / SAMPLE_RATE
-            turn.events += stream.flush() if turn.audio is None else stream.feed(turn.audio)
-            turn.decode = None
-        else:
-            assert decode is not None
-            audio_s = decode.end / SAMPLE_RATE
-            turn.events += stream.run(decode)
-            turn.decode = stream.next_decode() if decode.ends_segment else None
+        assert decode is not None
+        urgent = decode.urgent
+        with self._cond:
+            began = time.monotonic()
+            behind = self._busy(began)
+            self._running = (urgent, began)
+        try:
+            if decode is _WHOLE:
+                audio_s = 0.0 if turn.audio is None else len(turn.audio) / SAMPLE_RATE
+                events = stream.flush() if turn.audio is None else stream.feed(turn.audio)
+                turn.decode = None
+            else:
+                audio_s = decode.end / SAMPLE_RATE
+                events = stream.run(decode)
+                turn.decode = stream.next_decode() if decode.ends_segment else None
+        finally:
+            with self._cond:
+                ended = time.monotonic()
+                self._spent[1 if urgent else 0] += ended - began
+                self._running = None
+        turn.events += [self._timed(e, turn, behind, began, ended) for e in events]
         if self.on_decode is not None:
-            self.on_decode(time.perf_counter() - began, audio_s)
+            self.on_decode(ended - began, audio_s)
         if turn.decode is None:
             self._finish(turn)
+
+    @staticmethod
+    def _timed(event: SpeechEvent, turn: _Turn, behind: tuple[float, float], began: float,
+               ended: float) -> SpeechEvent:
+        """A final with its turn's times on this thread (what it waited behind: the
+        thread's decoding between the turn's ask and this decode)."""
+        if event.kind != "final":
+            return event
+        return dataclasses.replace(event, timing=dataclasses.replace(
+            event.timing or FinalTiming(), asked=turn.enqueued_at, began=began, ended=ended,
+            behind_partials_s=max(0.0, behind[0] - turn.busy_at_ask[0]),
+            behind_finals_s=max(0.0, behind[1] - turn.busy_at_ask[1])))
 
     def _guarded(self, turn: _Turn, step: Callable[[_Turn], None]) -> None:
         """``step(turn)``; its failure ends that turn only (the speaker hears of it)."""

@@ -25,6 +25,11 @@ The buffer then starts after the segment. A buffer that holds several pauses (th
 recogniser fell behind and takes the audio that waited) is cut at each. Silence without
 speech is dropped as it comes, so ten minutes of silence cost one second of buffer.
 
+Each final says where in the stream's audio its speech ended and how much audio had been
+heard when the segment was decided to end (``SpeechEvent.timing``, a ``FinalTiming``):
+the endpoint's part of the time from speech end to caption, and the audio beyond it that
+waited for a busy recogniser.
+
 One object is one speaker's stream and is not thread-safe: the caller runs ``feed`` off
 the event loop (it decodes), one call at a time. ``feed`` is ``listen`` (add audio),
 ``next_decode`` (what the VAD says is needed) and ``run`` (the decode): a recogniser that
@@ -40,6 +45,7 @@ under the same buffering, agreement and endpoints.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +57,7 @@ from app.speech.agreement import LocalAgreement, Word
 from app.speech.model_files import resolve_asr_model
 from app.speech.recognizer import (
     SAMPLE_RATE,
+    FinalTiming,
     SpeechEvent,
     SpeechSpan,
     Transcriber,
@@ -79,6 +86,7 @@ class Decode:
 
     kind: str  # "final" | "long" | "pause" | "partial"
     end: int
+    speech_end: int | None = None  # a final: where its speech ended (the VAD's edge)
 
     @property
     def ends_segment(self) -> bool:
@@ -164,6 +172,8 @@ class StreamingWhisper:
         self.endpoint_silence_s = endpoint_silence_s
         self.max_segment_s = max_segment_s
         self.buffer = np.zeros(0, dtype=np.float32)
+        self.start = 0  # where the buffer starts in the stream's audio (samples)
+        self.smallest_listen = 0  # the smallest audio taken in at once: the client's frame
         self.unchecked = 0  # samples fed since the VAD last looked
         self.segment = 0
         self.policy = LocalAgreement()
@@ -184,6 +194,8 @@ class StreamingWhisper:
         """Add audio without looking at it (cheap: no VAD, no decode)."""
         self.buffer = np.concatenate([self.buffer, np.asarray(samples, dtype=np.float32)])
         self.unchecked += len(samples)
+        if len(samples) and (not self.smallest_listen or len(samples) < self.smallest_listen):
+            self.smallest_listen = len(samples)
 
     def due(self) -> bool:
         """Enough new audio arrived for the VAD to look again (``vad_step_s``); resets
@@ -215,17 +227,19 @@ class StreamingWhisper:
         pad = int(END_PAD_S * SAMPLE_RATE)
         speech = self._speech()
         if not speech:  # silence only: keep the last second (speech may be starting)
+            self.start += max(0, len(self.buffer) - SAMPLE_RATE)
             self.buffer = self.buffer[-SAMPLE_RATE:]
             self.decoded = None
             return None
         if len(speech) > 1:
-            return Decode("final", min(speech[0]["end"] + pad, speech[1]["start"]))
+            return Decode("final", min(speech[0]["end"] + pad, speech[1]["start"]),
+                          speech[0]["end"])
         size, speech_end = len(self.buffer), speech[-1]["end"]
         cut = min(size, speech_end + pad)
         if (size - speech_end) / SAMPLE_RATE >= self.endpoint_silence_s:
             # a little of the silence after the last word: cut at the VAD's edge,
             # Whisper mishears the last word ("next spring" -> "next, bring")
-            return Decode("final", cut)
+            return Decode("final", cut, speech_end)
         if size / SAMPLE_RATE >= self.max_segment_s:
             return Decode("long", size)
         if size - speech_end >= pad and not self._heard(cut):
@@ -240,7 +254,8 @@ class StreamingWhisper:
         """Carry out ``decode`` (from ``next_decode``): Whisper over the buffer up to its
         end, and the events that makes known."""
         if decode.kind == "final":
-            return self._end_segment(decode.end)
+            return self._end_segment(decode.end, timing=self._timing(
+                "silence", decode.speech_end, len(self.buffer)))
         if decode.kind == "long":
             return self._cut_long(decode.end)
         return self._partial(decode.end)
@@ -252,10 +267,11 @@ class StreamingWhisper:
         words = self._decode(self.buffer[:end])
         keep = _finished_words(words, end / SAMPLE_RATE - LONG_TAIL_S)
         if not keep:
-            return self._end_segment(end, words)
+            return self._end_segment(end, words, self._timing("length", end, len(self.buffer)))
         after = words[len(keep)] if len(keep) < len(words) else None
         boundary = keep[-1].end if after is None else (keep[-1].end + after.start) / 2
-        return self._end_segment(min(end, max(1, int(boundary * SAMPLE_RATE))), keep)
+        cut = min(end, max(1, int(boundary * SAMPLE_RATE)))
+        return self._end_segment(cut, keep, self._timing("length", cut, len(self.buffer)))
 
     def _heard(self, end: int) -> bool:
         """The segment's last decode heard the buffer up to ``end`` (give or take 100 ms
@@ -276,22 +292,44 @@ class StreamingWhisper:
         """The stream ended: the segment in progress becomes a final (if it holds speech)."""
         events = self.step() if self.unchecked else []  # pauses in the last few frames
         self.unchecked = 0
-        if not len(self.buffer) or not self._speech():
+        speech = self._speech() if len(self.buffer) else []
+        if not speech:
             # Whisper tends to hear words in silence ("Thank you."): never decode it
+            self.start += len(self.buffer)
             self.buffer = self.buffer[:0]
             return events
-        return events + self._end_segment(len(self.buffer))
+        size = len(self.buffer)
+        return events + self._end_segment(size, timing=self._timing(
+            "stop", speech[-1]["end"], size))
 
     def _speech(self) -> list[SpeechSpan]:
         """The VAD's speech spans in the buffer (sample offsets)."""
         return self.vad.speech(self.buffer, self.endpoint_silence_s)
 
-    def _end_segment(self, end: int, words: list[Word] | None = None) -> list[SpeechEvent]:
+    def _timing(self, ended_by: str, speech_end: int | None, heard: int) -> FinalTiming:
+        """Where a final's speech ended and how much had been heard when it was decided
+        (buffer offsets, as seconds of the stream's audio). For an endpoint, the audio
+        heard beyond its silence and one look of the VAD (``vad_step_s``, rounded up to the
+        client's frames: an idle recogniser looks no more often) is ``late_s``: it came
+        while the recogniser was busy with other decodes."""
+        end = heard if speech_end is None else min(speech_end, heard)
+        late = 0
+        if ended_by == "silence":
+            step = int(self.vad_step_s * SAMPLE_RATE)
+            frame = self.smallest_listen or step
+            look = math.ceil(step / frame) * frame
+            late = max(0, heard - end - int(self.endpoint_silence_s * SAMPLE_RATE) - look)
+        return FinalTiming(ended_by, (self.start + end) / SAMPLE_RATE,
+                           (self.start + heard) / SAMPLE_RATE, late / SAMPLE_RATE)
+
+    def _end_segment(self, end: int, words: list[Word] | None = None,
+                     timing: FinalTiming | None = None) -> list[SpeechEvent]:
         if words is None:
             words = self.decoded[1] if self._heard(end) else self._decode(self.buffer[:end])
         self.policy.finish(words)
         text = self.policy.text()
-        events = [SpeechEvent("final", self.segment, text)] if text else []
+        events = [SpeechEvent("final", self.segment, text, timing)] if text else []
+        self.start += end
         self.buffer = self.buffer[end:]
         self.policy = LocalAgreement()
         self.last_partial = ""

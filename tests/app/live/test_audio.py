@@ -14,6 +14,32 @@ import websockets
 
 from tests.speech import SENTENCES, needs_espeak, talk, wer
 
+SPEECH_PARTS = ("endpoint_silence_ms", "late_audio_ms", "audio_wait_ms", "asr_wait_ms",
+                "asr_behind_partials_ms", "asr_behind_finals_ms", "asr_decode_ms",
+                "handoff_ms")
+
+
+def test_a_final_caption_says_where_its_time_went_before_translation() -> None:
+    """``stats.speech`` from a final's ``FinalTiming``: the audio heard after the speech
+    split into the endpoint's silence and what came late, then the waits and the decode
+    in the order the final passed them."""
+    from app.live.audio import speech_stats
+    from app.speech.recognizer import FinalTiming
+
+    timing = FinalTiming("silence", speech_end_s=2.0, heard_s=3.5, late_s=0.5, asked=10.0,
+                         began=10.25, ended=10.5, behind_partials_s=0.2,
+                         behind_finals_s=0.05)
+    stats = speech_stats(timing, newest_audio=9.9, submitted=10.51)
+    assert stats == {"ended_by": "silence", "speech_end_s": 2.0, "heard_s": 3.5,
+                     "endpoint_silence_ms": 1000.0, "late_audio_ms": 500.0,
+                     "audio_wait_ms": pytest.approx(100.0), "asr_wait_ms": 250.0,
+                     "asr_behind_partials_ms": 200.0, "asr_behind_finals_ms": 50.0,
+                     "asr_decode_ms": 250.0, "handoff_ms": pytest.approx(10.0)}
+    # a recogniser that says nothing of its audio: only the thread's parts
+    bare = speech_stats(FinalTiming(asked=1.0, began=1.5, ended=2.0), None, 2.0)
+    assert set(bare) == {"asr_wait_ms", "asr_behind_partials_ms", "asr_behind_finals_ms",
+                         "asr_decode_ms", "handoff_ms"}
+
 
 def _url(server, path: str = "/v1/live") -> str:
     return server.url.replace("http://", "ws://") + path
@@ -76,6 +102,16 @@ def test_speech_becomes_captions_in_every_language_for_speaker_and_viewers(
             assert final["text"].strip()
     segments = [c["segment"] for c in captions]
     assert segments == sorted(segments)
+    # every final says where the time from its speech's end went before its translation
+    for final in (c for c in captions if c["final"]):
+        speech = final["stats"]["speech"]
+        assert speech["ended_by"] in ("silence", "stop")
+        assert speech["speech_end_s"] <= speech["heard_s"]
+        for part in SPEECH_PARTS:
+            assert speech[part] >= 0, (part, speech)
+        assert speech["asr_behind_partials_ms"] + speech["asr_behind_finals_ms"] <= \
+            speech["asr_wait_ms"] + 0.1
+    assert not [c for c in captions if not c["final"] and "speech" in c["stats"]]
     watched = [f for f in viewer if f["type"] == "caption" and f["final"]]
     assert [c["source"] for c in watched] == [
         c["source"] for c in captions if c["lang"] == "ja" and c["final"]]

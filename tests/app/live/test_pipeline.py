@@ -93,6 +93,20 @@ def test_every_final_gets_one_caption_per_language_in_order() -> None:
     final0 = [c for c in publisher.captions if c["final"] and c["segment"] == 0]
     assert {c["text"] for c in final0} == {"de:GOOD MORNING ALL", "ja:GOOD MORNING ALL"}
     assert all(c["revision"] >= 1 for c in publisher.captions)
+    assert not [c for c in publisher.captions if "speech" in c["stats"]]  # typed finals
+
+
+def test_a_recognised_final_carries_its_speech_timings_in_every_language() -> None:
+    async def scenario() -> FakePublisher:
+        fan, _, publisher = _fan()
+        runner = asyncio.create_task(fan.run())
+        fan.submit(Update(0, "hello", True, speech={"asr_decode_ms": 12.5}))
+        fan.stop()
+        await asyncio.wait_for(runner, 10)
+        return publisher
+
+    publisher = asyncio.run(scenario())
+    assert [c["stats"]["speech"] for c in publisher.captions] == [{"asr_decode_ms": 12.5}] * 2
 
 
 def test_a_waiting_partial_made_stale_is_dropped_before_it_runs() -> None:

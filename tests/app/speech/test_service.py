@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from app.speech.agreement import Word
-from app.speech.recognizer import SAMPLE_RATE
+from app.speech.recognizer import SAMPLE_RATE, SpeechEvent
 from app.speech.service import SpeechBusyError, SpeechRecognition
 from app.speech.whisper_stream import StreamingWhisper
 from tests.app.speech.test_recognizer import LoudnessVad
@@ -88,6 +88,12 @@ def test_a_final_goes_before_the_partials_of_other_speakers() -> None:
     assert order[0] == "busy" and order[1] == "ended", order
     assert {"talking0", "talking1"} <= set(order[2:])
     assert [e.kind for e in results[-1]] == ["final"]
+    # its final says it waited behind the partial decode running when it asked, and
+    # behind no decode a final waits for
+    timing = results[-1][0].timing
+    assert timing is not None and timing.asked <= timing.began <= timing.ended
+    assert 0 < timing.behind_partials_s <= timing.began - timing.asked + 1e-6
+    assert timing.behind_finals_s == 0
 
 
 def test_partials_are_thinned_while_the_recogniser_is_behind_and_finals_are_not() -> None:
@@ -175,3 +181,88 @@ def test_a_failure_outside_any_turn_ends_the_waiting_turns_and_the_thread_goes_o
     finally:
         speech.close()
     assert [e.kind for e in events] == ["final"]
+
+
+def _frames(audio: np.ndarray, frame_s: float = 0.25) -> list[np.ndarray]:
+    step = int(frame_s * SAMPLE_RATE)
+    return [audio[i:i + step] for i in range(0, len(audio), step)]
+
+
+def test_each_final_says_where_its_speech_ended_and_when_it_was_decoded() -> None:
+    """Two sentences in 250 ms frames, one turn a frame: each final knows where in the
+    stream's audio its speech ended, how much it had heard then (the endpoint's silence,
+    none of it late: the recogniser was idle), and its turn's times on the thread."""
+    log: list[tuple[str, float]] = []
+    speech = SpeechRecognition(behind_s=WAIT_S)
+    stream = _stream("one", log)
+    audio = np.concatenate([_tone(1.5), _silence(1.0), _tone(1.5), _silence(1.0)])
+
+    async def main() -> list:
+        events = []
+        for frame in _frames(audio):
+            events += await speech.feed(stream, frame)
+        return events
+
+    try:
+        events = asyncio.run(asyncio.wait_for(main(), WAIT_S))
+    finally:
+        speech.close()
+    finals = [e for e in events if e.kind == "final"]
+    assert len(finals) == 2
+    for final, end_s in zip(finals, (1.5, 4.0), strict=True):
+        t = final.timing
+        assert t is not None and t.ended_by == "silence"
+        assert t.speech_end_s == pytest.approx(end_s, abs=0.02)  # of the stream, not the buffer
+        assert t.heard_s >= t.speech_end_s + stream.endpoint_silence_s
+        assert t.late_s == 0
+        assert t.asked <= t.began <= t.ended
+        assert 0 <= t.behind_partials_s + t.behind_finals_s <= t.began - t.asked + 1e-6
+    assert all(e.timing is None for e in events if e.kind == "partial")
+
+
+def test_audio_that_waited_for_a_busy_recogniser_is_late_not_endpoint_silence() -> None:
+    """Frames of 250 ms, then two seconds at once (what a turn carries after a long
+    wait): the endpoint needed 0.6 s of silence and one look of the VAD; the rest of what
+    it heard after the speech came late."""
+    stream = _stream("behind", [])
+    for frame in _frames(_tone(1.5)):
+        stream.feed(frame)
+    (final,) = [e for e in stream.feed(_silence(2.0)) if e.kind == "final"]
+    t = final.timing
+    assert t is not None and t.ended_by == "silence"
+    assert t.speech_end_s == pytest.approx(1.5, abs=0.02)
+    assert t.heard_s == pytest.approx(3.5)
+    assert t.late_s == pytest.approx(3.5 - 1.5 - stream.endpoint_silence_s - 0.25, abs=0.02)
+    # audio in one piece is a client's frame: no look could have come sooner, none late
+    whole = _stream("whole", [])
+    (final,) = whole.feed(np.concatenate([_tone(1.5), _silence(2.0)]))
+    assert final.timing.late_s == 0 and final.timing.heard_s == pytest.approx(3.5)
+
+
+def test_a_final_at_stop_and_a_recogniser_fed_whole_say_what_they_know() -> None:
+    stopped = _stream("stopped", [])
+    stopped.feed(_silence(3.0))  # dropped as it comes: still counts in the stream's audio
+    for frame in _frames(_tone(1.0)):
+        stopped.feed(frame)
+    (final,) = stopped.flush()
+    assert final.timing.ended_by == "stop" and final.timing.late_s == 0
+    assert final.timing.speech_end_s == pytest.approx(4.0, abs=0.02)
+    assert final.timing.heard_s == pytest.approx(4.0, abs=0.02)
+
+    class Whole:  # a plain Recognizer: fed whole, says nothing of its audio
+        segment = 0
+
+        def feed(self, samples: np.ndarray) -> list[SpeechEvent]:
+            return [SpeechEvent("final", 0, "hello")]
+
+        def flush(self) -> list[SpeechEvent]:
+            return []
+
+    speech = SpeechRecognition()
+    try:
+        (event,) = asyncio.run(asyncio.wait_for(speech.feed(Whole(), _tone(0.5)), WAIT_S))
+    finally:
+        speech.close()
+    t = event.timing
+    assert t is not None and t.ended_by is None and t.speech_end_s is None
+    assert t.asked <= t.began <= t.ended

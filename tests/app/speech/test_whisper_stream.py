@@ -33,6 +33,7 @@ def _two_sentences(tmp_path: Path) -> np.ndarray:
 @needs_espeak
 def test_partials_grow_and_each_sentence_becomes_one_final(tmp_path, recogniser) -> None:
     audio = _two_sentences(tmp_path)
+    at = (recogniser.start + len(recogniser.buffer)) / SAMPLE_RATE  # the stream's audio so far
     events = []
     chunk = SAMPLE_RATE // 4  # 250 ms frames, as a microphone sends them
     for i in range(0, len(audio), chunk):
@@ -45,6 +46,18 @@ def test_partials_grow_and_each_sentence_becomes_one_final(tmp_path, recogniser)
     partials = [e for e in events if e.kind == "partial" and e.segment == 0]
     assert partials, "no partial before the first final"
     assert len(partials[0].text) <= len(finals[0].text)
+    # each final says where its speech ended in the stream's audio (the VAD's edge, near
+    # the end of espeak's speech) and heard at least the endpoint's silence after it
+    first_end = at + len(_speech(tmp_path, SENTENCES[0])) / SAMPLE_RATE
+    for final in finals:
+        t = final.timing
+        assert t is not None and t.ended_by in ("silence", "stop")
+        assert t.speech_end_s <= t.heard_s <= at + len(audio) / SAMPLE_RATE
+        assert 0 <= t.late_s <= t.heard_s - t.speech_end_s
+    assert finals[0].timing.ended_by == "silence"
+    assert abs(finals[0].timing.speech_end_s - first_end) < 0.5, (finals[0].timing, first_end)
+    assert finals[0].timing.heard_s - finals[0].timing.speech_end_s >= \
+        recogniser.endpoint_silence_s
 
 
 @needs_espeak
