@@ -37,7 +37,9 @@ speakers cost the translation engine: a text speaker replaying recorded ASR upda
 (``--asr-file``) in real time beside 0, 1 and 4 audio speakers streaming the first
 dataset's talk in real time; its final latency, the audio speakers' end of speech to final
 caption (wall clock: recognition, its turn on the recogniser's thread, translation), their
-WER and the recogniser's real-time factor. That part runs in real time: a quiet machine.
+WER and the recogniser's real-time factor, and where the speech end to final caption time
+goes (``eval.bench.speech.breakdown``: endpoint silence, waiting on the recogniser's thread,
+the final's decode, its translation, the rest). That part runs in real time: a quiet machine.
 
 Writes ``speech_bench.json`` (every sentence's reference, hypothesis, latency),
 ``speech_cost.json`` and ``speech_bench.md``; tables go to stdout, progress to stderr.
@@ -64,6 +66,7 @@ from app.speech.pocketsphinx import PocketSphinxStream, load_pocketsphinx
 from app.speech.resample import RATE, to_pcm16
 from app.speech.whisper_stream import StreamingWhisper, load_whisper
 from app.usage import PlainHelp, UsageError, comma_list, positive_int
+from eval.bench.speech.breakdown import breakdown_table
 from eval.bench.speech.cost import cost_run, cost_table, espeak
 from eval.datasets.acl6060 import read_acl
 from eval.datasets.flores import read_flores
@@ -459,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         costs = engine_cost(talks[0], speakers, args)
         (args.out / "speech_cost.json").write_text(json.dumps(costs, indent=1) + "\n")
         cost = ["\n## What audio speakers cost the translation engine (wall clock)",
-                cost_table(costs)]
+                cost_table(costs), breakdown_table(costs)]
         show(cost)
         blocks += cost
     (args.out / "speech_bench.json").write_text(

@@ -11,7 +11,13 @@ by the server's Whisper. The runs differ only in N, so what N costs shows as:
   its partials were still translated (the rest were coalesced away under load);
 * the audio speakers' end of speech to final caption (p50 / p90 / p95: recognition, its queue
   on the recogniser's one thread, translation), their word error rate, and audio dropped;
+* where that time goes (``eval.bench.speech.breakdown``, from the final captions'
+  ``stats.speech``): endpoint silence, waiting on the recogniser's thread, the final's
+  decode, its translation, and the rest;
 * the recogniser's compute per second of audio (its real-time factor on ``--asr-threads``).
+
+An audio speaker sends each 200 ms frame once its audio has been spoken, as a microphone
+does (before the breakdown, a frame left when its audio began: up to 0.2 s early).
 
 The talk's sentence ends are known from the composition; each final caption is matched to
 the earliest sentence that ended before it arrived and is not yet matched (a sentence that
@@ -34,6 +40,7 @@ import numpy as np
 import websockets
 
 from app.speech.resample import RATE, Resampler
+from eval.bench.speech.breakdown import breakdown, final_parts
 from eval.datasets.streams import Stream
 from eval.tables import Table
 
@@ -63,17 +70,33 @@ class SpeakerLog:
     captions: int = 0
     finals: int = 0
     errors: list[str] = field(default_factory=list)
+    stats: list[dict] = field(default_factory=list)  # each final caption's ``stats``
+    parts: list[dict] = field(default_factory=list)  # where each timed final's time went
+
+
+def match_finals(arrivals: list[float], ends: list[float]) -> list[tuple[int, int]]:
+    """(final caption, sentence) pairs: each final answers the earliest sentence that ended
+    before it arrived and is not answered yet (none: it is not counted)."""
+    pairs, next_end = [], 0
+    for i, t in enumerate(arrivals):
+        if next_end < len(ends) and ends[next_end] <= t:
+            pairs.append((i, next_end))
+            next_end += 1
+    return pairs
 
 
 def match_ends(arrivals: list[float], ends: list[float]) -> list[float]:
-    """Latency of each final caption from the end of the sentence it answers: the earliest
-    sentence that ended before it arrived and is not answered yet (none: not counted)."""
-    latencies, next_end = [], 0
-    for t in arrivals:
-        if next_end < len(ends) and ends[next_end] <= t:
-            latencies.append(t - ends[next_end])
-            next_end += 1
-    return latencies
+    """Latency of each final caption from the end of the sentence it answers."""
+    return [arrivals[i] - ends[k] for i, k in match_finals(arrivals, ends)]
+
+
+def timed_parts(arrivals: list[float], ends: list[float],
+                stats: list[dict]) -> list[dict[str, float]]:
+    """Where each timed final's latency went (``breakdown.final_parts``), for the finals
+    whose caption says it."""
+    parts = [final_parts(ends[k], arrivals[i] - ends[k], stats[i])
+             for i, k in match_finals(arrivals, ends)]
+    return [p for p in parts if p is not None]
 
 
 class Talk(Protocol):
@@ -104,6 +127,7 @@ async def audio_speaker(url: str, talk: Talk, lang: str, log: SpeakerLog) -> Non
                         log.finals += 1
                         arrivals.append(time.perf_counter() - t0)
                         log.sources.append(msg["source"])
+                        log.stats.append(msg.get("stats") or {})
                 elif msg["type"] == "error":
                     log.errors.append(msg.get("code", "error"))
                 elif msg["type"] == "done":
@@ -113,11 +137,13 @@ async def audio_speaker(url: str, talk: Talk, lang: str, log: SpeakerLog) -> Non
         step = int(FRAME_S * RATE)
         pcm = np.clip(np.round(talk.pcm), -32768, 32767).astype("<i2")
         for i in range(0, len(pcm), step):
-            await asyncio.sleep(max(0.0, t0 + i / RATE - time.perf_counter()))
-            await ws.send(pcm[i:i + step].tobytes())
+            frame = pcm[i:i + step]  # sent once spoken, as from a microphone
+            await asyncio.sleep(max(0.0, t0 + (i + len(frame)) / RATE - time.perf_counter()))
+            await ws.send(frame.tobytes())
         await ws.send(json.dumps({"type": "stop"}))
         await receiver
     log.latencies_s = match_ends(arrivals, talk.ends_s)
+    log.parts = timed_parts(arrivals, talk.ends_s, log.stats)
 
 
 async def text_speaker(url: str, utterances: list[Stream], lang: str, log: SpeakerLog) -> None:
@@ -183,6 +209,9 @@ class CostRun:
             if self.asr_audio_s else None,
             "dropped_audio_s": round(self.dropped_audio_s, 1),
             "wall_s": round(self.wall_s, 1),
+            "breakdown": breakdown([p for log in self.audio for p in log.parts]),
+            "breakdown_finals": [{k: round(v, 3) for k, v in p.items()}
+                                 for log in self.audio for p in log.parts],
         }
 
 

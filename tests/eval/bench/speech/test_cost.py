@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eval.bench.speech.bench import PAUSE_S, compose
+from eval.bench.speech.breakdown import PARTS, breakdown_table
 from eval.bench.speech.cost import cost_run, cost_table, match_ends
 from eval.datasets.asr_partials import read_asr_streams
 from tests.speech import ESPEAK, SENTENCES, wer
@@ -30,3 +31,10 @@ def test_one_audio_speaker_beside_a_text_speaker(live_server, data_dir) -> None:
     assert summary["asr_real_time_factor"] > 0
     assert summary["text_errors"] == summary["audio_errors"] == 0
     assert "audio WER" in cost_table([summary]).markdown()
+    # where the final's time went: every part measured, none negative but what is left
+    (parts,) = run.audio[0].parts
+    for part in PARTS[:-1]:
+        assert parts[part] >= 0, (part, parts)
+    assert sum(parts[p] for p in PARTS[:-1]) <= parts["total"] + 0.01, parts
+    assert summary["breakdown"]["finals"] == 1
+    assert "where it goes" in breakdown_table([summary]).markdown()
