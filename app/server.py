@@ -18,7 +18,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
 
 from asgi_correlation_id import CorrelationIdMiddleware, correlation_id
@@ -49,7 +49,8 @@ from app.rooms.voice import route as room_voice
 from app.settings import Settings
 from app.startup_log import ReadyLine, describe_served, progress
 from app.translation.llama_backend import LlamaRunner
-from app.translation.prompts import LANGUAGE_NAMES
+from app.translation.prompts import LANGUAGE_NAMES, PromptFormat
+from app.translation.prompts.prefixes import direction_prefix, served_directions
 from app.translation.sessions import SessionStore
 from app.translation.translator import Translator
 from app.vocab_trim.auto import AutoTrim, served_model
@@ -67,6 +68,22 @@ def _warm_voices(state: ServerState) -> None:
         langs += sorted(set(state.served_langs) - set(langs))
     if langs and state.settings.voice.engine != "none":
         state.voices.warm(langs)
+
+
+def _hold_direction_prefixes(engine: Engine, fmt: PromptFormat, langs: Sequence[str]) -> None:
+    """``--langs``: each served direction's prompt preamble decoded once, before the first
+    job (``Engine.hold_prefixes``), so no direction's first update decodes it. A direction
+    the prompt format cannot write is left to its first update."""
+    tokenize = engine.rt.tokenize
+    prefixes = []
+    for source, target in served_directions(langs, LANGUAGE_NAMES):
+        try:
+            prefixes.append(direction_prefix(fmt, source, target, tokenize))
+        except (KeyError, ValueError):
+            log.debug("no prompt preamble held for %s-%s", source, target, exc_info=True)
+    held = engine.hold_prefixes(prefixes)
+    log.info("held %d direction preambles in the KV cache (%d tokens)",
+             min(len(prefixes), engine.rt.n_seq), held)
 
 
 def _load_engine(state: ServerState) -> str | None:
@@ -89,6 +106,8 @@ def _load_engine(state: ServerState) -> str | None:
             model = load_model(settings, model=str(served.path))
         runtime, fmt = model.runtime, model.prompt_format
         engine = Engine(runtime)
+        if served.langs:
+            _hold_direction_prefixes(engine, fmt, served.langs)
         metrics = state.metrics
         worker = EngineWorker(
             engine, max_queue=settings.scheduling.queue_size,
@@ -96,6 +115,7 @@ def _load_engine(state: ServerState) -> str | None:
                                       prefill_chunk=settings.scheduling.prefill_chunk,
                                       crowded_proposals=settings.scheduling.crowded_proposals,
                                       crowded_draft=settings.scheduling.crowded_draft,
+                                      final_draft=settings.scheduling.final_draft or None,
                                       final_steps=settings.scheduling.final_steps),
             max_queue_wait_s=settings.scheduling.max_queue_wait_s,
             on_step=metrics.observe_step,

@@ -30,10 +30,16 @@ class SchedulingSettings(SubsystemSettings):
     crowded_draft: int | None = Field(
         8, ge=0, description="SSBD draft tokens a partial or request verifies per forward pass "
                              "when the pass carries several sequences, the rest part by part "
-                             "(a final verifies its whole draft; rows past a draft's first "
+                             "(finals: --final-draft; rows past a draft's first "
                              "mismatch are thrown away; at 8 speakers on 2 cores 8 measured "
                              "1.16x as fast as the whole draft on the full model, 1.02-1.12x "
                              "on a trimmed one)")
+    final_draft: int = Field(
+        4, ge=0, description="SSBD draft tokens an unbiased final (final_beta 0, the "
+                             "default) verifies per forward pass, the rest part by part "
+                             "while it holds (0: the whole draft at once); its draft is the "
+                             "last partial, written under the partials' bias, and a final "
+                             "keeps a median 1-2 of ~20 of its tokens")
     final_steps: Literal["lead", "alone", "shared"] = Field(
         "lead", description="what forward passes carry besides a running final: 'lead' "
                             "other sequences' next token only, 'alone' nothing, 'shared' "

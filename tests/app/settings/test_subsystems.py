@@ -119,3 +119,14 @@ def test_a_bad_variable_names_its_flat_flag_and_variable(monkeypatch) -> None:
     monkeypatch.setenv("LIVETRANS_ROOM_BUS", "http://x")
     with pytest.raises(SettingsError, match=r"^invalid --room-bus \(LIVETRANS_ROOM_BUS\)"):
         load_settings()
+
+
+def test_final_draft_is_a_scheduling_flag_and_variable(monkeypatch) -> None:
+    assert load_settings().scheduling.final_draft == 4
+    args = _serve_parser().parse_args(["--final-draft", "0"])
+    assert cli.serve_settings(args).scheduling.final_draft == 0  # the whole draft at once
+    monkeypatch.setenv("LIVETRANS_FINAL_DRAFT", "6")
+    assert load_settings().scheduling.final_draft == 6
+    monkeypatch.setenv("LIVETRANS_FINAL_DRAFT", "-1")
+    with pytest.raises(SettingsError, match=r"--final-draft \(LIVETRANS_FINAL_DRAFT\)"):
+        load_settings()

@@ -96,6 +96,11 @@ def test_a_server_with_langs_serves_the_copy_and_refuses_other_languages(
     with LiveServer(langs=["en", "de"]) as server:
         assert server.state.served_langs == {"en", "de"} and server.state.langs_given
         client = OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+        first = client.chat.completions.create(
+            model="livetrans", messages=[{"role": "user", "content": "Good morning."}],
+            extra_body={"target_lang": "de"}, max_tokens=8)
+        # the en-de preamble was decoded at start: the first update copies it
+        assert first.usage.prompt_tokens_details.cached_tokens > 20
         assert_serves_only_its_languages(client, "serves de, en (serve --langs)")
         models = client.models.list()
         assert models.data[0].id == "gemma-3-270m-q4_k_m"  # the model's own name
