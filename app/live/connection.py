@@ -3,10 +3,11 @@
 One connection is one speaker (a session per target language), in three parts:
 
 - the reader (``LiveConnection``, here): reads frames, validates them before they become
-  state (``live_messages``), applies the start deadline and backpressure, and hands
-  updates to the fan-out. It never waits for the model, and never leaves the socket unread
-  long enough for the WebSocket keepalive to give up on a client that is there
-  (``live_limits.ReadPauses``).
+  state (``live_messages``), applies the start deadline and backpressure, and hands each
+  frame to what it is: a 'start' to the handshake (``app.live.start``), updates and audio
+  to the speaker's input (``app.live.speaker_input``), which hands them to the fan-out. It
+  never waits for the model, and never leaves the socket unread long enough for the
+  WebSocket keepalive to give up on a client that is there (``live_limits.ReadPauses``).
 - the fan-out and its per-language pipelines (``live_pipeline``): coalescing, superseding,
   one engine job per language, display policies, revisions; every final gets exactly one
   caption or one ``error`` frame naming its ``segment`` per language.
@@ -23,7 +24,9 @@ pending finals) are in ``live_limits``.
 
 What the connection uses of the server comes in a ``LiveServices`` (``live_services``); the
 route (``app.api.live``) checks the origin and the API key, then hands the socket to
-``serve``, which admits it or refuses it.
+``serve``, which admits it or refuses it. This module is the connection's life: admission,
+the reader's loop, backpressure, shutdown and the end ('done', the close); what each frame
+means is in ``app.live.start`` and ``app.live.speaker_input``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any
 
 from fastapi import WebSocketDisconnect
 
-from app.live.audio import AudioFrameError, AudioInput
+from app.live.audio import AudioInput
 from app.live.frames import FrameError, encode_frame, log_unexpected, parse_frame, safe_echo
 from app.live.limits import (
     CLOSE_POLICY,
@@ -43,30 +46,18 @@ from app.live.limits import (
     ReadPauses,
     admission_refusal,
 )
-from app.live.messages import (
-    DEFAULT_SAMPLE_RATE,
-    Refusal,
-    StartMessage,
-    parse_start_targets,
-    parse_text,
-    segment_of,
-    sniff_segment,
-)
-from app.live.outputs.allow import HostPolicy
-from app.live.outputs.config import OutputSpec
-from app.live.pipeline import FanOut, LanguagePipeline
+from app.live.messages import sniff_segment
+from app.live.pipeline import FanOut
 from app.live.publisher import CaptionPublisher, ConnectionGone
-from app.live.queue import SegmentQueue, Update
+from app.live.queue import SegmentQueue
 from app.live.services import LiveServices
+from app.live.speaker_input import audio_frame, text_update
 from app.live.speaker_socket import SpeakerSocket
+from app.live.start import start_talk
 from app.live.voices import FLUSH_S, ConnectionVoices
-from app.rooms.bus import BusUnavailable, RoomTakenOnBus
-from app.rooms.registry import RoomTakenError
-from app.speech.recognizer import Recognizer
-from app.speech.service import SpeechBusyError, SpeechUnavailableError
 from app.supervision import reraise_lost_cancel
 from app.translation.backend import client_identity
-from app.translation.sessions import Session, SessionStoreFullError
+from app.translation.sessions import Session
 
 log = logging.getLogger("livetrans.live")
 
@@ -328,7 +319,7 @@ class LiveConnection:
         """One received frame; a bug while handling it is answered, never fatal."""
         try:
             if message.get("bytes") is not None:
-                await self.audio_frame(message["bytes"])
+                await audio_frame(self, message["bytes"])
             else:
                 await self.handle_frame(message.get("text") or "")
         except ConnectionGone:
@@ -350,9 +341,9 @@ class LiveConnection:
             return
         kind = msg["type"]
         if kind == "start":
-            await self.start(msg)
+            await start_talk(self, msg)
         elif kind in ("partial", "final"):
-            await self.enqueue(msg, final=kind == "final")
+            await text_update(self, msg, final=kind == "final")
         elif kind == "stop":
             self.stopping = True
             self.end_input()
@@ -360,199 +351,6 @@ class LiveConnection:
             await self.voices.switch(msg)
         else:
             await self.error("unknown_type", f"unknown message type '{safe_echo(kind)}'")
-
-    async def start(self, msg: dict[str, Any]) -> None:
-        if self.sessions:
-            await self.error("already_started", "'start' was already received")
-            return
-        if self.stopping:
-            await self.error("stopping", "'stop' was already received")
-            return
-        try:
-            start, targets, source = parse_start_targets(
-                msg, HostPolicy.from_entries(self.services.settings.outputs.allow_hosts))
-        except Refusal as exc:
-            await self.error(exc.code, exc.message, param=exc.param)
-            return
-        target_param = "target_langs" if start.target_langs else "target_lang"
-        unserved = self.services.unserved({**{f"{target_param}:{t}": t for t in targets},
-                                           "source_lang": source})
-        if unserved:
-            await self.error("language_not_served", unserved[1],
-                             param=unserved[0].split(":", 1)[0])
-            return
-        stream = None
-        if start.input == "audio":
-            stream = await self.open_speech(source)
-            if stream is None:
-                return
-        settings = self.services.settings
-        registry = self.services.rooms
-        room = None
-        if start.room is not None:
-            try:
-                room = await self.talk.open(start.room, targets)
-            except (RoomTakenError, RoomTakenOnBus):
-                await self.error("room_taken", f"room '{start.room}' already has a speaker; "
-                                 "choose another room or stop the other speaker", param="room")
-                return
-            except BusUnavailable:
-                await self.error("room_bus_unavailable", "the room bus cannot be reached "
-                                 "now; retry shortly", param="room")
-                return
-        if start.pushes and not self.open_pushes(start.pushes):
-            self.talk.end()
-            await self.error("outputs_unavailable", "this server cannot push captions (its "
-                             "installation lacks httpx)", param="outputs")
-            return
-        sessions: dict[str, Session] = {}
-        try:
-            for target in targets:
-                sessions[target] = self.services.sessions.acquire(None, self.owner)
-        except SessionStoreFullError:
-            for session in sessions.values():
-                self.services.sessions.release(session)
-                self.services.sessions.drop(session.session_id, self.owner)
-            self.talk.end()
-            await self.error("server_busy", "every session slot is busy; retry later")
-            return
-        self.sessions = sessions
-        detokenize = self.services.detokenize
-        self.fan.pipelines = [
-            LanguagePipeline(target, sessions[target],
-                             start.translate_options(source, target,
-                                                     settings.limits.max_new_tokens),
-                             start.display_mode, detokenize,
-                             token_bytes=self.services.token_bytes,
-                             append=start.display == "append")
-            for target in targets]
-        ready: dict[str, Any] = {"type": "ready", "session_id": sessions[targets[0]].session_id,
-                                 "langs": targets, "display_mode": start.display_mode}
-        if start.display == "append":
-            ready["display"] = "append"
-        unvoiced: list[str] = []
-        if start.voice_langs:
-            ready["voices"], unvoiced = await self.voices.open(start.voice_langs)
-        if stream is not None:
-            self.start_audio(start, stream)
-            ready["input"] = "audio"
-            ready["sample_rate"] = start.sample_rate or DEFAULT_SAMPLE_RATE
-        if room is not None:
-            ready["room"] = room.name
-            ready["talk"] = room.talk_id
-            if registry.tokens_required:
-                ready["viewer_token"] = registry.token(room.name, str(room.talk_id))
-        await self.publisher.send(ready)
-        self.voices.start()
-        for lang in unvoiced:  # captions go on; the speaker hears it once
-            await self.error("voice_unavailable", f"this server has no voice for '{lang}'; "
-                             "its captions go on", lang=lang, param="voices")
-
-    def open_pushes(self, specs: list[OutputSpec]) -> bool:
-        """The talk's pushes (``app.live.outputs``): they get its finals and close with it
-        (``Talk.end``); False when this installation cannot push (no httpx)."""
-        try:
-            from app.live.outputs.delivery import DeliveryTimes, Pushes
-        except ImportError:
-            return False
-        settings = self.services.settings
-        pushes = Pushes(specs, HostPolicy.from_entries(settings.outputs.allow_hosts),
-                        DeliveryTimes.bounded(settings.outputs.timeout_s,
-                                              settings.outputs.retry_s),
-                        on_event=self.services.metrics.output,
-                        flushes=self.services.flushes)
-        self.talk.sinks.append(pushes)
-        self.publisher.pushes = pushes
-        return True
-
-    async def open_speech(self, language: str) -> Recognizer | None:
-        """The recogniser's stream for an audio speaker, or None after an error frame."""
-        try:
-            return await self.services.speech.open_stream(language)
-        except SpeechUnavailableError as exc:
-            await self.error("speech_unavailable", str(exc), param="input")
-            return None
-        except SpeechBusyError as exc:
-            self.services.metrics.refused_busy()
-            await self.error("busy", str(exc), param="input")
-            return None
-
-    def start_audio(self, start: StartMessage, stream: Recognizer) -> None:
-        """From now on binary frames are this speaker's audio (``live_audio``)."""
-        self.audio = AudioInput(self.services.speech, stream, self.fan, self.publisher,
-                                start.sample_rate or DEFAULT_SAMPLE_RATE,
-                                self.limits.max_audio_backlog_s,
-                                self.limits.max_audio_frame_bytes)
-        self.audio_task = asyncio.create_task(self.audio.run())
-
-    async def audio_frame(self, frame: bytes) -> None:
-        """One binary frame: PCM for an audio speaker, refused for anyone else."""
-        audio = self.audio
-        if audio is None:
-            if not self.sessions:
-                await self.error("not_started", "send 'start' (with \"input\": \"audio\" "
-                                 "for speech) before audio")
-            else:
-                await self.error("binary_not_supported", "this connection's input is text: "
-                                 "send JSON text frames, or start with \"input\": \"audio\"")
-            return
-        if self.stopping or audio.ended:
-            if not self.audio_after_stop_refused:  # once, not per frame of a stream
-                self.audio_after_stop_refused = True
-                await self.error("stopping", "'stop' was received; audio after it is not "
-                                 "recognised")
-            return
-        dropped = audio.dropped_s
-        try:
-            audio.accept(frame)
-        except AudioFrameError as exc:
-            await self.error(exc.code, exc.message)
-            return
-        if audio.dropped_s > dropped:
-            self.services.metrics.audio_dropped(audio.dropped_s - dropped)
-            if not audio.overrun:
-                audio.overrun = True
-                await self.error("audio_overrun", "audio arrives faster than it can be "
-                                 f"recognised: more than {self.limits.max_audio_backlog_s:g} s "
-                                 "wait; frames are dropped until the backlog shrinks "
-                                 "(send audio in real time)")
-
-    async def enqueue(self, msg: dict[str, Any], final: bool) -> None:
-        seg = segment_of(msg)
-        if not self.sessions:
-            await self.error("not_started", "send 'start' first", segment=seg, final=final)
-            return
-        if self.audio is not None:
-            await self.error("input_is_audio", "this connection's input is audio: send "
-                             "binary PCM frames; the server makes partials and finals itself",
-                             segment=seg, final=final)
-            return
-        if self.stopping:
-            await self.error("stopping", "'stop' was received (or the server is shutting "
-                             "down); no new updates", segment=seg, final=final)
-            return
-        try:
-            m = parse_text(msg, self.services.settings.limits.max_source_chars)
-        except Refusal as exc:
-            await self.error(exc.code, exc.message, segment=seg, final=final, param=exc.param)
-            return
-        if m.segment <= self.last_final_segment:
-            await self.error("stale_segment", f"segment {m.segment} is already final",
-                             segment=m.segment, final=final)
-            return
-        if not m.text.strip():
-            if final:
-                await self.error("empty_text", "a final needs text", segment=m.segment,
-                                 final=True, param="text")
-            return
-        if final and len(self.queue.finals) >= self.limits.max_pending_finals:
-            await self.error("too_many_pending", f"{len(self.queue.finals)} finals are "
-                             "waiting to be translated; slow down and send this one again",
-                             segment=m.segment, final=True)
-            return
-        if final:
-            self.last_final_segment = m.segment
-        self.fan.submit(Update(m.segment, m.text, final))
 
 
 def _capacity_refusal(services: LiveServices) -> str | None:

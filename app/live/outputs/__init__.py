@@ -12,7 +12,7 @@ only appends to a queue, so no output ever delays a caption or another output.
 
 Pushes have no route of their own: ``start`` names them. What of the feature lives outside
 this package, and why: ``app.live.messages`` checks ``start``'s ``outputs`` with
-``config.py``; the live connection opens a talk's pushes (``LiveConnection.open_pushes``)
+``config.py``; a speaker's 'start' opens a talk's pushes (``app.live.start``)
 and ``app.server`` waits for the flushes at shutdown; the ``output_*`` settings
 (``--output-allow-host``, ``--output-timeout-s``, ``--output-retry-s``) are in
 ``app.settings`` with the other flags; the ``livetrans_output_*`` metrics are the API
