@@ -166,13 +166,15 @@ class AudioInput:
                     await self.arrived.wait()
                     continue
                 audio = self.take()
-                await self._recognise(self.speech.feed(self.stream, audio))
-            await self._recognise(self.speech.flush(self.stream))
+                await self._recognise(self.speech.feed(self.stream, audio, self._submit))
+            await self._recognise(self.speech.flush(self.stream, self._submit))
         finally:
             self.speech.close_stream(self.stream)
             self.fan.stop()
 
     async def _recognise(self, decode: Awaitable[list[SpeechEvent]]) -> None:
+        """One turn of the recogniser; its events go to the fan-out as each decode ends
+        (``_submit``), so a final never waits for the turn's later decodes."""
         try:
             events = await decode
         except ConnectionGone:
@@ -182,6 +184,10 @@ class AudioInput:
             await self.publisher.error("recognition_failed", "speech recognition failed on "
                                        "this stretch of audio; it was skipped")
             return
+        self._submit(events)
+
+    def _submit(self, events: list[SpeechEvent]) -> None:
+        """Recognised events to the fan-out, finals with their ``stats.speech``."""
         for event in events:
             final = event.kind == "final"
             speech = None

@@ -17,6 +17,9 @@ Many speakers on that one thread:
   decode chosen by ``app.speech.decode_order``: decodes a final waits for before anyone's
   partials, partials in turn, partials thinned for everyone while a turn has waited too
   long (finals never).
+* **Events as they are decoded**: a speaker that passes ``on_events`` gets each decode's
+  events on the event loop as soon as that decode ends, in order; a final never waits for
+  the later decodes of its turn (another pause in a backlog, the next segment's decode).
 * **Partial share**: a stream rations its partial decodes by its share of the thread
   (``ScheduledRecognizer.partial_share``); the share is split between the open streams, so
   partials get rarer for everyone as speakers join, instead of queueing without end.
@@ -99,11 +102,14 @@ class SpeechBusyError(RuntimeError):
 @dataclass(eq=False)
 class _Turn:
     """One speaker's request: audio to take in (or the end of its speech), and the events
-    it made known, handed back through ``future`` when the turn is over."""
+    it made known, handed back through ``future`` when the turn is over (or, with
+    ``on_events``, each decode's as that decode ends, on ``loop``)."""
 
     stream: Recognizer
     audio: np.ndarray | None  # None: the speaker stopped (flush)
     future: concurrent.futures.Future
+    on_events: Callable[[list[SpeechEvent]], None] | None = None
+    loop: asyncio.AbstractEventLoop | None = None
     enqueued_at: float = field(default_factory=time.monotonic)
     decode: PlannedDecode | None = None
     events: list[SpeechEvent] = field(default_factory=list)
@@ -202,16 +208,27 @@ class SpeechRecognition:
             if isinstance(stream, ScheduledRecognizer):
                 stream.partial_share = PARTIAL_SHARE / max(1, len(streams))
 
-    async def feed(self, stream: Recognizer, samples: np.ndarray) -> list[SpeechEvent]:
-        """Recognise ``samples`` (16 kHz float32) in the speaker's next turn."""
-        return await self._turn(stream, samples)
+    async def feed(self, stream: Recognizer, samples: np.ndarray,
+                   on_events: Callable[[list[SpeechEvent]], None] | None = None,
+                   ) -> list[SpeechEvent]:
+        """Recognise ``samples`` (16 kHz float32) in the speaker's next turn: the events it
+        made known. With ``on_events``, each decode's events go to it instead, on the event
+        loop as soon as that decode ends (before the turn's later decodes), in order, and
+        the turn returns none."""
+        return await self._turn(stream, samples, on_events)
 
-    async def flush(self, stream: Recognizer) -> list[SpeechEvent]:
-        """The speaker stopped: the segment in progress becomes a final."""
-        return await self._turn(stream, None)
+    async def flush(self, stream: Recognizer,
+                    on_events: Callable[[list[SpeechEvent]], None] | None = None,
+                    ) -> list[SpeechEvent]:
+        """The speaker stopped: the segment in progress becomes a final (``on_events`` as
+        for ``feed``)."""
+        return await self._turn(stream, None, on_events)
 
-    async def _turn(self, stream: Recognizer, audio: np.ndarray | None) -> list[SpeechEvent]:
-        turn = _Turn(stream, audio, concurrent.futures.Future())
+    async def _turn(self, stream: Recognizer, audio: np.ndarray | None,
+                    on_events: Callable[[list[SpeechEvent]], None] | None = None,
+                    ) -> list[SpeechEvent]:
+        turn = _Turn(stream, audio, concurrent.futures.Future(), on_events,
+                     asyncio.get_running_loop() if on_events is not None else None)
         with self._cond:
             if self._stopping:
                 raise RuntimeError("the speech recogniser has stopped")
@@ -287,7 +304,9 @@ class SpeechRecognition:
 
     def _decode(self, turn: _Turn) -> None:
         """Run the turn's decode; a final may leave more to do (another pause in the
-        buffer), so the turn stays until its stream needs nothing urgent."""
+        buffer), so the turn stays until its stream needs nothing urgent. The decode's
+        events go to the speaker now if it asked for them so (``on_events``): a final
+        leaves as soon as it is decoded, not when its turn ends."""
         stream, decode = turn.stream, turn.decode
         assert decode is not None
         urgent = decode.urgent
@@ -309,7 +328,11 @@ class SpeechRecognition:
                 ended = time.monotonic()
                 self._spent[1 if urgent else 0] += ended - began
                 self._running = None
-        turn.events += [self._timed(e, turn, behind, began, ended) for e in events]
+        timed = [self._timed(e, turn, behind, began, ended) for e in events]
+        if turn.on_events is not None:
+            self._hand(turn, timed)
+        else:
+            turn.events += timed
         if self.on_decode is not None:
             self.on_decode(ended - began, audio_s)
         if turn.decode is None:
@@ -326,6 +349,23 @@ class SpeechRecognition:
             event.timing or FinalTiming(), asked=turn.enqueued_at, began=began, ended=ended,
             behind_partials_s=max(0.0, behind[0] - turn.busy_at_ask[0]),
             behind_finals_s=max(0.0, behind[1] - turn.busy_at_ask[1])))
+
+    @staticmethod
+    def _hand(turn: _Turn, events: list[SpeechEvent]) -> None:
+        """Hand one decode's events to the turn's speaker on its event loop (before the
+        turn's result, so in order); dropped if it stopped waiting, as a turn's are."""
+        on_events, loop = turn.on_events, turn.loop
+        if not events or on_events is None or loop is None:
+            return
+
+        def handed() -> None:
+            if not turn.future.cancelled():
+                on_events(events)
+
+        try:
+            loop.call_soon_threadsafe(handed)
+        except RuntimeError:  # its event loop closed: nobody is left to hear them
+            pass
 
     def _guarded(self, turn: _Turn, step: Callable[[_Turn], None]) -> None:
         """``step(turn)``; its failure ends that turn only (the speaker hears of it)."""

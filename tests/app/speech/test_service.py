@@ -266,3 +266,55 @@ def test_a_final_at_stop_and_a_recogniser_fed_whole_say_what_they_know() -> None
     t = event.timing
     assert t is not None and t.ended_by is None and t.speech_end_s is None
     assert t.asked <= t.began <= t.ended
+
+
+class HeldAfterFirst(CountingTranscriber):
+    """A ``CountingTranscriber`` whose decodes after the first wait at ``gate``."""
+
+    def transcribe(self, audio: np.ndarray, language: str) -> list[Word]:
+        if self.log:
+            self.entered.set()
+            self.gate.wait(WAIT_S)
+        return CountingTranscriber(self.name, self.log).transcribe(audio, language)
+
+
+def test_a_final_leaves_as_soon_as_it_is_decoded_not_when_its_turn_ends() -> None:
+    """A backlog of two sentences in one turn: the first final reaches the speaker while
+    the second sentence's decode is still held, then the second follows, in order."""
+    log: list[tuple[str, float]] = []
+    gate = threading.Event()
+    transcriber = HeldAfterFirst("backlog", log, gate)
+    stream = StreamingWhisper(transcriber=transcriber, vad=LoudnessVad())
+    speech = SpeechRecognition(behind_s=WAIT_S)
+    backlog = np.concatenate([_tone(1.5), _silence(1.0), _tone(1.5), _silence(1.0)])
+
+    async def main() -> tuple[list, list, list]:
+        handed: list[tuple[list[SpeechEvent], int]] = []
+        arrived = asyncio.Event()
+
+        def on_events(events: list[SpeechEvent]) -> None:
+            handed.append((events, len(log)))  # with the decodes that had ended by then
+            arrived.set()
+
+        turn = asyncio.create_task(speech.feed(stream, backlog, on_events))
+        await asyncio.wait_for(arrived.wait(), WAIT_S)
+        first = list(handed)
+        await asyncio.to_thread(transcriber.entered.wait, WAIT_S)
+        assert not turn.done()  # the turn goes on: its next decode is held
+        gate.set()
+        returned = await asyncio.wait_for(turn, WAIT_S)
+        return first, handed, returned
+
+    try:
+        first, handed, returned = asyncio.run(main())
+    finally:
+        speech.close()
+    assert [([e.kind for e in events], decoded) for events, decoded in first] == \
+        [(["final"], 1)]
+    assert [[(e.kind, e.segment, e.text) for e in events] for events, _ in handed] == [
+        [("final", 0, "w0 w1 w2")], [("final", 1, "w0 w1 w2")]]
+    assert returned == [] and len(log) == 2
+    one, two = (events[0].timing for events, _ in handed)
+    assert one.ended <= two.began  # the second decode ran after the first final left
+    assert one.speech_end_s == pytest.approx(1.5, abs=0.02)
+    assert two.speech_end_s == pytest.approx(4.0, abs=0.02)
