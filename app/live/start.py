@@ -74,15 +74,18 @@ async def start_talk(conn: LiveConnection, msg: dict[str, Any]) -> None:
         try:
             room = await conn.talk.open(start.room, targets)
         except (RoomTakenError, RoomTakenOnBus):
+            _close_speech(conn, stream)
             await conn.error("room_taken", f"room '{start.room}' already has a speaker; "
                              "choose another room or stop the other speaker", param="room")
             return
         except BusUnavailable:
+            _close_speech(conn, stream)
             await conn.error("room_bus_unavailable", "the room bus cannot be reached "
                              "now; retry shortly", param="room")
             return
     if start.pushes and not _open_pushes(conn, start.pushes):
         conn.talk.end()
+        _close_speech(conn, stream)
         await conn.error("outputs_unavailable", "this server cannot push captions (its "
                          "installation lacks httpx)", param="outputs")
         return
@@ -95,6 +98,7 @@ async def start_talk(conn: LiveConnection, msg: dict[str, Any]) -> None:
             conn.services.sessions.release(session)
             conn.services.sessions.drop(session.session_id, conn.owner)
         conn.talk.end()
+        _close_speech(conn, stream)
         await conn.error("server_busy", "every session slot is busy; retry later")
         return
     conn.sessions = sessions
@@ -146,6 +150,13 @@ def _open_pushes(conn: LiveConnection, specs: list[OutputSpec]) -> bool:
     conn.talk.sinks.append(pushes)
     conn.publisher.pushes = pushes
     return True
+
+
+def _close_speech(conn: LiveConnection, stream: Recognizer | None) -> None:
+    """A start refused after its recogniser stream opened gives the stream's place
+    (``--max-audio-speakers``) back at once, not when the stream is collected."""
+    if stream is not None:
+        conn.services.speech.close_stream(stream)
 
 
 async def _open_speech(conn: LiveConnection, language: str) -> Recognizer | None:
