@@ -65,7 +65,7 @@ test: setup system-deps web-deps
 	$(BIN)/python -m pytest -q -rs $(PYTEST_ARGS)
 
 bench: setup
-	$(BIN)/livetrans bench
+	$(BIN)/livetrans bench engine
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

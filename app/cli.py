@@ -271,7 +271,6 @@ def _delegate(module: str, func: str) -> Callable[[list[str]], int]:
 
 
 DELEGATED: dict[str, tuple[str, str, str]] = {
-    "bench": ("eval.bench.engine", "main", "engine cost model: decode, verify, prefill"),
     "build-dict": ("app.table_tools", "build_dict_main",
                    "build a dictionary drafter table from a text corpus"),
     "build-trigram": ("app.table_tools", "build_trigram_main",
@@ -279,37 +278,104 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "fertility": ("app.table_tools", "fertility_main", "tokens per word of a text, per language"),
     "trim-vocab": ("app.vocab_trim.cli", "main",
                    "a copy of a model keeping only the tokens some languages use"),
-    "dict-latency": ("eval.bench.dict_latency", "main", "dictionary lookup latency p50/p99"),
     "emulate": ("eval.emulator", "main", "replay references through drafters, no model"),
-    "drafter-bench": ("eval.bench.drafters", "main", "drafter chains vs plain decoding"),
-    "ssbd-bench": ("eval.bench.ssbd", "main", "AR vs SSBD on FLORES lag-k streams"),
-    "llama-server-bench": ("eval.bench.peer.bench", "main",
-                           "llama.cpp's server on two GGUF files, side by side"),
     "eval": ("eval.harness", "main", "quality, flicker and speed of live re-translation"),
     "caption": ("clients.caption", "main",
                 "live captions from an ASR stream or speech; --room publishes them"),
     "load-test": ("clients.load_test", "main", "many live sessions + HTTP load (loopback)"),
-    "bench-concurrency": ("eval.bench.concurrency", "main",
-                          "C concurrent streams: --parallel 1 vs --parallel C"),
-    "bench-events": ("eval.bench.events", "main", "fan-out and room viewers: what they cost"),
-    "bench-bus": ("eval.bench.bus.bench", "main",
-                  "rooms on Redis across two replicas: speaker time, viewers' delay"),
-    "ubatch-bench": ("eval.bench.ubatch", "main",
-                     "llama.cpp's physical batch: ms per row, side by side"),
-    "numerics": ("eval.bench.numerics", "main",
-                 "how batch shapes move logits and when that changes an output"),
-    "speech-bench": ("eval.bench.speech.bench", "main",
-                     "word error rate and final latency: Whisper vs PocketSphinx"),
-    "bench-append": ("eval.bench.append", "main",
-                     "append-only commits vs re-translation: chrF, NE, StreamLAAL, YAAL"),
-    "voice-bench": ("eval.bench.voice", "main",
-                    "speech synthesis real-time factor per voice engine, side by side"),
-    "interpreter-bench": ("eval.bench.interpreter.bench", "main",
-                          "realtime translation: speech end to first word, first audio, final"),
-    "room-voice-bench": ("eval.bench.room_voice", "main",
-                         "a room's voice: speech end to a WebRTC listener hearing it, CPU, "
-                         "bytes"),
 }
+
+# ``livetrans bench NAME``: each benchmark's module (its ``main``) and one line of help.
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "engine": ("eval.bench.engine", "engine cost model: decode, verify, prefill"),
+    "drafters": ("eval.bench.drafters", "drafter chains vs plain decoding"),
+    "ssbd": ("eval.bench.ssbd", "AR vs SSBD on FLORES lag-k streams"),
+    "peer": ("eval.bench.peer.bench", "llama.cpp's server on two GGUF files, side by side; "
+             "--live: against livetrans"),
+    "concurrency": ("eval.bench.concurrency", "C concurrent streams: --parallel 1 vs --parallel C"),
+    "events": ("eval.bench.events", "fan-out and room viewers: what they cost"),
+    "bus": ("eval.bench.bus.bench",
+            "rooms on Redis across two replicas: speaker time, viewers' delay"),
+    "ubatch": ("eval.bench.ubatch", "llama.cpp's physical batch: ms per row, side by side"),
+    "numerics": ("eval.bench.numerics",
+                 "how batch shapes move logits and when that changes an output"),
+    "speech": ("eval.bench.speech.bench",
+               "word error rate and final latency: Whisper vs PocketSphinx"),
+    "append": ("eval.bench.append",
+               "append-only commits vs re-translation: chrF, NE, StreamLAAL, YAAL"),
+    "voice": ("eval.bench.voice", "speech synthesis real-time factor per voice engine"),
+    "interpreter": ("eval.bench.interpreter.bench",
+                    "realtime translation: speech end to first word, first audio, final"),
+    "room-voice": ("eval.bench.room_voice",
+                   "a room's voice: speech end to a WebRTC listener hearing it, CPU, bytes"),
+    "dict-latency": ("eval.bench.dict_latency", "dictionary lookup latency p50/p99"),
+}
+
+# The benchmarks' old commands: they still run, with a one-line notice on stderr.
+BENCH_ALIASES: dict[str, str] = {
+    "drafter-bench": "drafters",
+    "ssbd-bench": "ssbd",
+    "llama-server-bench": "peer",
+    "bench-concurrency": "concurrency",
+    "bench-events": "events",
+    "bench-bus": "bus",
+    "ubatch-bench": "ubatch",
+    "numerics": "numerics",
+    "speech-bench": "speech",
+    "bench-append": "append",
+    "voice-bench": "voice",
+    "interpreter-bench": "interpreter",
+    "room-voice-bench": "room-voice",
+    "dict-latency": "dict-latency",
+}
+
+
+def bench_list() -> str:
+    """What ``livetrans bench`` (no name) and ``livetrans bench --list`` print."""
+    width = max(map(len, BENCHMARKS))
+    lines = ["livetrans bench NAME [OPTIONS]: run one benchmark "
+             "(livetrans bench NAME --help for its options)", "", "benchmarks:"]
+    lines += [f"  {name:<{width}}  {help_text}" for name, (_, help_text) in BENCHMARKS.items()]
+    return "\n".join(lines)
+
+
+def _bench_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="livetrans bench", description=bench_list(),
+                                     formatter_class=PlainHelp, allow_abbrev=False)
+    parser.add_argument("name", nargs="?", metavar="NAME", help="the benchmark to run")
+    parser.add_argument("--list", action="store_true", help="name the benchmarks and exit")
+    return parser
+
+
+def _bench(argv: list[str]) -> int:
+    """``livetrans bench NAME [OPTIONS]``: one benchmark; no name (or ``--list``) lists them.
+    Options without a name are the engine cost model's, as before ``bench engine``."""
+    if not argv or argv[0] == "--list":
+        print(bench_list())
+        return 0
+    if argv[0] in ("-h", "--help"):
+        _bench_parser().parse_args(argv[:1])  # prints the help and exits
+    name, rest = argv[0], argv[1:]
+    if name.startswith("-"):
+        print("livetrans bench: without a name runs the engine cost model, as before; "
+              "say 'livetrans bench engine' (this form is deprecated)", file=sys.stderr)
+        name, rest = "engine", argv
+    elif name in BENCH_ALIASES and name not in BENCHMARKS:
+        name = BENCH_ALIASES[name]
+    if name not in BENCHMARKS:
+        close = difflib.get_close_matches(name, list(BENCHMARKS), n=1, cutoff=0.6)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise UsageError(f"no benchmark '{name}'{hint} (livetrans bench --list names them)")
+    # Benchmarks load the model too: same policy knob as the server's.
+    configure_omp_wait(_tool_omp_policy(rest))
+    return _delegate(BENCHMARKS[name][0], "main")(rest)
+
+
+def _bench_alias(command: str, argv: list[str]) -> int:
+    """An old benchmark command: a one-line notice on stderr, then the same benchmark."""
+    name = BENCH_ALIASES[command]
+    print(f"livetrans {command} is deprecated: use 'livetrans bench {name}'", file=sys.stderr)
+    return _bench([name, *argv])
 
 
 def _tool_omp_policy(argv: list[str]) -> str:
@@ -398,6 +464,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; user mistakes are one line on stderr and exit code 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
     prog = "livetrans" + (f" {argv[0]}" if argv and argv[0] in {"serve", *DELEGATED} else "")
+    if argv and (argv[0] in BENCH_ALIASES or argv[0] == "bench"):
+        name = BENCH_ALIASES.get(argv[0]) or next(iter(argv[1:2]), "")
+        prog = "livetrans bench" + (f" {name}" if name in BENCHMARKS else "")
     try:
         with one_line_argparse_errors(), whole_option_names():
             return _main(argv)
@@ -428,7 +497,8 @@ Main commands:
                        or from speech (--audio); --room NAME publishes them to viewers
   livetrans eval       quality, flicker and speed of live re-translation
 
-The other commands build drafter tables and run benchmarks. Every command takes --help.
+The other commands build drafter tables and run benchmarks (livetrans bench --list names
+the benchmarks). Every command takes --help.
 """
 
 
@@ -464,6 +534,12 @@ def _main(argv: list[str]) -> int:
     _add_settings_flags(serve)
     for name, (_, _, help_text) in DELEGATED.items():
         sub.add_parser(name, help=help_text, add_help=False, allow_abbrev=False)
+    sub.add_parser("bench", help="run a benchmark: livetrans bench NAME (--list names them)",
+                   add_help=False, allow_abbrev=False)
+    if argv and argv[0] in BENCH_ALIASES:
+        return _bench_alias(argv[0], argv[1:])
+    if argv and argv[0] == "bench":
+        return _bench(argv[1:])
     if argv and argv[0] in DELEGATED:
         # Benchmarks and tools load the model too: same policy knob as the server's.
         configure_omp_wait(_tool_omp_policy(argv[1:]))

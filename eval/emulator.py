@@ -62,7 +62,7 @@ class EmulationResult:
     def cost_speedup(self, row_cost: float) -> float:
         """Speedup when each proposed token costs ``row_cost`` of a decoding step (a logits
         row in the verifying pass: ~2.6 ms against ~38 ms a step for Gemma 270M on 2 CPU
-        cores, see ``livetrans bench``)."""
+        cores, see ``livetrans bench engine``)."""
         cost = self.steps + row_cost * self.proposed
         return self.tokens / cost if cost else 0.0
 
@@ -111,7 +111,7 @@ def run_emulation(chain: DrafterChain, targets: list[list[int]], prompts: list[l
 
 
 # One extra logits row costs about 4 ms against an 18 ms single-token step on the 2-core
-# development machine (``livetrans bench``, Gemma 3 270M, OpenMP wait policy auto).
+# development machine (``livetrans bench engine``, Gemma 3 270M, OpenMP wait policy auto).
 ROW_COST = 0.22
 
 

@@ -4,7 +4,7 @@ llama.cpp's CPU kernels give a row different logits depending on the shape of th
 it is computed in (how many rows, the prompt's chunking, other sequences' cells): the
 same token path, recomputed in one verify pass, in a batch shared with three other
 sequences, after a chunked or a cached prefill, moved the gap between the reference's two
-best tokens by up to NEAR_TIE logits (``livetrans numerics``, README "Numerics"). Two
+best tokens by up to NEAR_TIE logits (``livetrans bench numerics``, README "Numerics"). Two
 shapes' greedy outputs can therefore part only at a token whose top-2 gap is below that
 spread; a first difference at a larger gap is a bug, and these tests fail on it.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-# The largest spread of a top-2 gap across shapes measured by `livetrans numerics` on 200
+# The largest spread of a top-2 gap across shapes measured by `livetrans bench numerics` on 200
 # FLORES dev sentences, 8381 rows (en->de, 2-core x86-64 CPU, the bundled Q4_K_M model) at
 # the physical batch the tests run with (48 rows on the CPU, app.engine.runtime.CPU_UBATCH):
 # 1.64 logits, rounded up to a tenth (p99 0.80; the largest gap at which two shapes'

@@ -46,11 +46,15 @@ def test_the_cli_lists_its_subcommands() -> None:
     assert set(cli.DELEGATED) <= set(SUBCOMMANDS)
 
 
+BENCHMARKS = [["bench", name, "--help"] for name in cli.BENCHMARKS]
+
+
 def _no_model(*_args, **_kwargs) -> None:  # noqa: ANN002, ANN003
     raise AssertionError("--help loaded a model")
 
 
-@pytest.mark.parametrize("argv", [["--help"], *([sub, "--help"] for sub in SUBCOMMANDS)],
+@pytest.mark.parametrize("argv", [["--help"], *([sub, "--help"] for sub in SUBCOMMANDS),
+                                  *BENCHMARKS],
                          ids=lambda argv: " ".join(argv))
 def test_every_option_has_plain_help(argv, monkeypatch, capsys) -> None:
     monkeypatch.delenv("LIVETRANS_OMP_WAIT_POLICY", raising=False)

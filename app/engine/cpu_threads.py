@@ -2,7 +2,7 @@
 
 The CPU build of llama.cpp runs every graph operation on an OpenMP thread team. Between
 operations idle threads either spin (``active``), sleep on a futex (``passive``), or spin
-briefly and then sleep (the OpenMP runtime's default). Measured with ``livetrans bench`` on
+briefly and then sleep (the OpenMP runtime's default). Measured with ``livetrans bench engine`` on
 the 2-core development machine (Gemma 3 270M, 2 threads, median ms):
 
 ==================  ==================  ===================  ==========================

@@ -1,5 +1,5 @@
 """PocketSphinx as a streaming recogniser: the embedded one of ``livetrans caption --asr
-pocketsphinx``, and the baseline ``livetrans speech-bench`` measures Whisper against.
+pocketsphinx``, and the baseline ``livetrans bench speech`` measures Whisper against.
 
 PocketSphinx installs from PyPI with its US English model inside the wheel (``pip install
 'livetrans[audio]'``), so it runs with nothing else to download; its words are rough next to

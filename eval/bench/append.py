@@ -1,6 +1,6 @@
-"""``livetrans bench-append``: append-only commits against re-translation, side by side.
+"""``livetrans bench append``: append-only commits against re-translation, side by side.
 
-    livetrans bench-append --data-dir DATA --datasets flores,acl --langs de,ja --limit 10
+    livetrans bench append --data-dir DATA --datasets flores,acl --langs de,ja --limit 10
 
 The same timed ASR streams (``DATA/asr_partials/{flores200,acl6060}_dev_en.jsonl``; the
 references are line i of ``DATA/flores200`` and ``DATA/acl6060``) are translated twice per
@@ -279,7 +279,7 @@ def table(rows: dict[str, dict[str, object]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="livetrans bench-append", description=__doc__,
+    ap = argparse.ArgumentParser(prog="livetrans bench append", description=__doc__,
                                  formatter_class=PlainHelp)
     ap.add_argument("--data-dir", type=Path, required=True,
                     help="folder holding flores200/, acl6060/ and asr_partials/ (README "

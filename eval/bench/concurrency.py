@@ -1,6 +1,6 @@
-"""``livetrans bench-concurrency``: C concurrent live streams, ``--parallel 1`` vs ``--parallel C``.
+"""``livetrans bench concurrency``: C concurrent live streams, ``--parallel 1`` vs ``--parallel C``.
 
-    livetrans bench-concurrency --flores-dir eval/samples/flores_layout \\
+    livetrans bench concurrency --flores-dir eval/samples/flores_layout \\
         --asr-file eval/samples/asr_sample_en.jsonl --concurrency 1,2,4,8
 
 One run, one machine, both configurations side by side: for every C a real server with one
@@ -277,7 +277,7 @@ def plot(results: list[RunFigures], lang: str, repeats: int) -> Figure:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="livetrans bench-concurrency", description=__doc__,
+    ap = argparse.ArgumentParser(prog="livetrans bench concurrency", description=__doc__,
                                  formatter_class=PlainHelp)
     ap.add_argument("--flores-dir", type=Path, help="FLORES-200 folder (closed mode)")
     ap.add_argument("--asr-file", type=Path, help="ASR partial streams JSONL (asr mode)")

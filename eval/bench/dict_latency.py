@@ -1,4 +1,4 @@
-"""Dictionary lookup latency: ``livetrans dict-latency --dict de.dict --text refs.txt``.
+"""Dictionary lookup latency: ``livetrans bench dict-latency --dict de.dict --text refs.txt``.
 
 Times ``DictionaryDrafter.lookup`` on histories cut from real text (every prefix of every
 line, tokenized with the model's tokenizer), ``--lookups`` times, one call at a time with
@@ -18,7 +18,7 @@ from drafters.dictionary import DictionaryDrafter
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="livetrans dict-latency", description=__doc__,
+    ap = argparse.ArgumentParser(prog="livetrans bench dict-latency", description=__doc__,
                                  formatter_class=PlainHelp)
     ap.add_argument("--dict", type=Path, required=True,
                     help="dictionary file built by build-dict (<lang>.dict)")

@@ -1,6 +1,6 @@
 """Live speed of drafter chains vs plain decoding, side by side in one process.
 
-    livetrans drafter-bench --flores-dir DIR --dict-dir DICTS --langs de,zh,ja,uk \\
+    livetrans bench drafters --flores-dir DIR --dict-dir DICTS --langs de,zh,ja,uk \\
         --limit 50 [--chains dictionary,ngram,trigram;ngram]
 
 Stateless (non-session) translation of FLORES sentences: every sentence is translated by
@@ -34,7 +34,7 @@ from eval.tables import Table, show
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="livetrans drafter-bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="livetrans bench drafters", description=__doc__,
                                  formatter_class=PlainHelp)
     add_model_options(ap)
     add_flores_options(ap, langs="de,zh,ja,uk", limit=50)

@@ -1,6 +1,6 @@
 """The engine's cost model on this machine: decode, verify and prefill costs.
 
-    livetrans bench [--model PATH] [--repeats 5] [--ks 1,2,4,8,16,32,64]
+    livetrans bench engine [--model PATH] [--repeats 5] [--ks 1,2,4,8,16,32,64]
 
 Prints the median time of a single-token decode step, of a batched verification of k draft
 tokens with logits at every draft position (what SSBD pays), of the same k tokens with one
@@ -37,7 +37,7 @@ def _median_ms(fn, repeats: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="livetrans bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="livetrans bench engine", description=__doc__,
                                  formatter_class=PlainHelp)
     add_model_options(ap)
     ap.add_argument("--repeats", type=int, default=5,

@@ -1,6 +1,6 @@
-"""``livetrans bench-events``: what fan-out and room viewers cost (README "Events").
+"""``livetrans bench events``: what fan-out and room viewers cost (README "Events").
 
-    livetrans bench-events --flores-dir eval/samples/flores_layout --sentences 3 \\
+    livetrans bench events --flores-dir eval/samples/flores_layout --sentences 3 \\
         --viewers 200 --out eval/reports/2026-11-23-events
 
 One in-process server (``eval.local_server.LocalServer``), FLORES dev lag-3, closed loop
@@ -220,7 +220,7 @@ def table(runs: list[Run]) -> Table:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="livetrans bench-events", description=__doc__,
+    ap = argparse.ArgumentParser(prog="livetrans bench events", description=__doc__,
                                  formatter_class=PlainHelp)
     ap.add_argument("--flores-dir", type=Path, required=True, help="FLORES-200 folder")
     ap.add_argument("--sentences", type=int, default=3, help="FLORES dev sentences (3)")

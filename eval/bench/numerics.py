@@ -1,6 +1,6 @@
 """How much do batch shapes move the model's logits, and when does that change an output?
 
-    livetrans numerics --flores-dir DIR --limit 200 [--langs de] [--out DIR]
+    livetrans bench numerics --flores-dir DIR --limit 200 [--langs de] [--out DIR]
 
 llama.cpp computes a row's logits with kernels whose summation order depends on the shape
 of the batch the row is in (how many rows, where the KV cells lie, how the prompt was cut
@@ -246,7 +246,7 @@ def _table(result: dict) -> Table:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="livetrans numerics", description=__doc__,
+    ap = argparse.ArgumentParser(prog="livetrans bench numerics", description=__doc__,
                                  formatter_class=PlainHelp)
     add_model_options(ap)
     ap.add_argument("--flores-dir", type=Path, default=SAMPLES,

@@ -1,7 +1,7 @@
 """The room's voice for listeners: how long after a speaker stops does a listener hear the
 translation, what one replica holds, and what a listener costs on the wire.
 
-    livetrans room-voice-bench [--rooms 1,2] [--listeners 1,20] [--sentences 4]
+    livetrans bench room-voice [--rooms 1,2] [--listeners 1,20] [--sentences 4]
                                [--source en --target de] [--out results/room-voice]
 
 A real server (``livetrans serve`` in a subprocess: its CPU is its own) with the server's
@@ -281,7 +281,7 @@ def _counts(text: str, what: str) -> list[int]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="livetrans room-voice-bench",
+    p = argparse.ArgumentParser(prog="livetrans bench room-voice",
                                 description=__doc__.split("\n\n")[0],
                                 epilog=__doc__.split("\n\n", 2)[2].replace("``", ""),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "room_voice_bench.json").write_text(
         json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     (args.out / "room_voice_bench.md").write_text(
-        f"# livetrans room-voice-bench\n\nMachine: {info['cpu']}, {info['cores']} cores "
+        f"# livetrans bench room-voice\n\nMachine: {info['cpu']}, {info['cores']} cores "
         f"({info['system']}), 1-minute load {info['load_1m']} at the start.\n\n"
         f"{t.markdown()}\n")
     return 0

@@ -1,6 +1,6 @@
-"""``livetrans ssbd-bench``: AR vs SSBD on FLORES lag-k streams (a preset of ``livetrans eval``).
+"""``livetrans bench ssbd``: AR vs SSBD on FLORES lag-k streams (a preset of ``livetrans eval``).
 
-    livetrans ssbd-bench --flores-dir DIR --langs de,zh,ja --limit 50
+    livetrans bench ssbd --flores-dir DIR --langs de,zh,ja --limit 50
 
 Runs ``ar``, ``ssbd-b0`` and ``ssbd-b0.2`` (``--methods`` to change; flags such as
 ``+stopdraft`` or ``+biastail`` show the draft-end effects) interleaved per sentence, and
@@ -19,7 +19,7 @@ from eval.datasets.flores import add_flores_options
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="livetrans ssbd-bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="livetrans bench ssbd", description=__doc__,
                                  formatter_class=PlainHelp)
     add_flores_options(ap, langs="de,zh,ja", limit=50)
     ap.add_argument("--lag", type=int, default=3,

@@ -1,6 +1,6 @@
 """What llama.cpp's physical batch (n_ubatch) does to the cost of a row, side by side.
 
-    livetrans ubatch-bench [--model PATH] [--ubatches 512,48] [--sequences 1,8]
+    livetrans bench ubatch [--model PATH] [--ubatches 512,48] [--sequences 1,8]
                            [--rows 8,16,32,48,64,96] [--cached 400] [--repeats 7]
                            [--prompt-rows]
 
@@ -135,7 +135,7 @@ def positive(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="livetrans ubatch-bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="livetrans bench ubatch", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_options(ap)
     whole = comma_list(positive, "a positive whole number")

@@ -1,6 +1,6 @@
 """Speech synthesis side by side: each voice engine's real-time factor on this machine.
 
-    livetrans voice-bench [--repeats 3] [--threads 1] [--engines espeak-ng,piper,kokoro]
+    livetrans bench voice [--repeats 3] [--threads 1] [--engines espeak-ng,piper,kokoro]
                           [--out results/voice_bench.json]
 
 Every voice the server can use here speaks the same short phrases, the length of what a
@@ -118,7 +118,7 @@ def table(rows: list[Row]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="livetrans voice-bench", description=__doc__.split(
+    parser = argparse.ArgumentParser(prog="livetrans bench voice", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3,
                         help="rounds of every engine's phrases (default 3)")

@@ -57,8 +57,9 @@ def _one_line_error(proc, *expected: str) -> str:
     (["serve", "--model", "/no/m.gguf"],
      {"LIVETRANS_API_KEYS": "a,b", "LIVETRANS_CORS_ORIGINS": "https://x.example,http://y:3000"},
      ["Model file not found"]),
-    (["bench"], {"LIVETRANS_OMP_WAIT_POLICY": "fast"}, ["LIVETRANS_OMP_WAIT_POLICY", "auto"]),
-    (["bench", "--omp-wait-policy", "bogus"], {}, ["--omp-wait-policy", "'bogus'"]),
+    (["bench", "engine"],
+     {"LIVETRANS_OMP_WAIT_POLICY": "fast"}, ["LIVETRANS_OMP_WAIT_POLICY", "auto"]),
+    (["bench", "engine", "--omp-wait-policy", "bogus"], {}, ["--omp-wait-policy", "'bogus'"]),
     (["eval", "--omp-wait-policy=bogus"], {}, ["--omp-wait-policy", "'bogus'"]),
     (["eval", "--out", "{tmp}/out"], {"LIVETRANS_OMP_WAIT_POLICY": "sleepy"},
      ["LIVETRANS_OMP_WAIT_POLICY"]),
@@ -68,15 +69,15 @@ def _one_line_error(proc, *expected: str) -> str:
      ["--methods", "unknown method 'nonsense'"]),
     (["eval", "--report-only", "--out", "{tmp}/empty"], {}, ["no records", "--report-only"]),
     (["fertility", "--file", "de"], {}, ["--file", "not LANG=PATH"]),
-    (["bench", "--ks", "1,a"], {}, ["--ks", "'a'"]),
+    (["bench", "engine", "--ks", "1,a"], {}, ["--ks", "'a'"]),
     (["emulate", "--flores-dir", "{tmp}", "--mono-dir", "{tmp}", "--orders", "n9"], {},
      ["--orders", "'n9'"]),
     (["eval", "--betas", "0.2,1.5", "--out", "{tmp}/out"], {}, ["--betas", "'1.5'"]),
-    (["drafter-bench", "--flores-dir", "{tmp}", "--chains", "ngram;trie"], {},
+    (["bench", "drafters", "--flores-dir", "{tmp}", "--chains", "ngram;trie"], {},
      ["--chains", "'trie'"]),
     (["eval", "--dataset", "asr", "--out", "{tmp}/out"], {}, ["--asr-file"]),
     (["eval", "--flores-dir", "{tmp}/none", "--out", "{tmp}/out"], {}, ["not found"]),
-    (["bench", "--model", "/no/such/model.gguf"], {}, ["/no/such/model.gguf"]),
+    (["bench", "engine", "--model", "/no/such/model.gguf"], {}, ["/no/such/model.gguf"]),
     (["build-dict", "--corpus", "/no/corpus.txt", "--lang", "de", "--out", "{tmp}/d.dict"],
      {}, ["/no/corpus.txt"]),
     (["build-trigram", "--corpus", "{tmp}/plain.txt", "--lang", "german", "--out",
@@ -111,6 +112,29 @@ def test_caption_stdin_fed_plain_text_is_one_line(live_server) -> None:
     _one_line_error(proc, "stdin line 2", '"type"')
 
 
+def test_bench_names_its_benchmarks_and_old_names_still_run(capsys) -> None:
+    """``livetrans bench`` (or ``--list``) lists the benchmarks; an old command (``bench-bus``)
+    or a bare engine option (``livetrans bench --ks``) is a one-line notice, then the same
+    benchmark; a name that is none is one line naming the closest."""
+    from app.cli import BENCH_ALIASES, BENCHMARKS, main
+
+    for argv in (["bench"], ["bench", "--list"]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert all(f"  {name} " in out for name in BENCHMARKS), out
+    assert set(BENCH_ALIASES.values()) <= set(BENCHMARKS)
+    with pytest.raises(SystemExit):
+        main(["bench-bus", "--help"])
+    captured = capsys.readouterr()
+    assert captured.err.strip() == "livetrans bench-bus is deprecated: use 'livetrans bench bus'"
+    assert captured.out.startswith("usage: livetrans bench bus")
+    proc = _run("bench", "--ks", "1,a")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 2, proc.stderr
+    assert "livetrans bench engine" in lines[0] and "'a'" in lines[1]
+    _one_line_error(_run("bench", "engin"), "no benchmark 'engin'", "did you mean 'engine'")
+
+
 def test_help_still_exits_0() -> None:
     for args in (["--help"], ["serve", "--help"], ["caption", "--help"]):
         proc = _run(*args)
@@ -135,13 +159,13 @@ def test_a_subcommand_without_its_extra_says_which_to_install(monkeypatch, capsy
     assert "pip install 'livetrans[eval]'" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("command", ["load-test", "caption", "bench-concurrency", "eval",
+@pytest.mark.parametrize("command", ["load-test", "caption", "bench concurrency", "eval",
                                      "build-dict"])
 def test_help_is_plain_text_with_defaults(command, capsys) -> None:
     from app.cli import main
 
     with pytest.raises(SystemExit):
-        main([command, "--help"])
+        main([*command.split(), "--help"])
     out = capsys.readouterr().out
     assert "``" not in out and "usage: livetrans " + command in out
     assert "(default:" in out or "default:" in out

@@ -28,7 +28,8 @@ REPO = Path(__file__).resolve().parents[2]
                                                  "(see livetrans caption --help)"]),
     (["eval", "--out", "x", "--method", "ab"], ["did you mean --methods?",
                                               "(see livetrans eval --help)"]),
-    (["bench", "--k", "1,2"], ["did you mean --ks?", "(see livetrans bench --help)"]),
+    (["bench", "engine", "--k", "1,2"],
+     ["did you mean --ks?", "(see livetrans bench engine --help)"]),
     (["trim-vocab", "--lang", "en,de"], ["(see livetrans trim-vocab --help)"]),
     (["sevre"], ["invalid choice: 'sevre'", "did you mean serve?", "(see livetrans --help)"]),
     # a bad value names the option as it is spelled

@@ -257,7 +257,7 @@ def test_caption_audio_file_end_to_end(live_server, tmp_path) -> None:
     sources = [line.split("] en: ", 1)[1] for line in lines if "] en: " in line]
     assert len(sources) == len(SENTENCES)
     # espeak's default voice at its default rate: Whisper base mishears some words (here
-    # 4 of 9 in one sentence); `livetrans speech-bench` measures WER, this checks the wiring
+    # 4 of 9 in one sentence); `livetrans bench speech` measures WER, this checks the wiring
     for ref, heard in zip(SENTENCES, sources, strict=True):
         assert wer(ref, heard) <= 0.5, heard
     for seg in range(len(SENTENCES)):

@@ -1,9 +1,9 @@
-"""``livetrans bench-bus``: what sharing rooms on Redis costs, and what Redis faults cost
+"""``livetrans bench bus``: what sharing rooms on Redis costs, and what Redis faults cost
 (README "Scale-out").
 
-    livetrans bench-bus --flores-dir eval/samples/flores_layout --sentences 3 \\
+    livetrans bench bus --flores-dir eval/samples/flores_layout --sentences 3 \\
         --viewers 20 --out results/bus
-    livetrans bench-bus --flores-dir eval/samples/flores_layout --sentences 3 \\
+    livetrans bench bus --flores-dir eval/samples/flores_layout --sentences 3 \\
         --viewers 500 --faults none,kill,oom,pause,restart,foreign --out results/bus
 
 Without ``--faults`` (or with ``--faults none``), side by side in one run, on FLORES dev
@@ -155,7 +155,7 @@ def run_faults(url: str, process: RedisProcess | None, data: Path, sentences: li
 
 # -- command line --------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="livetrans bench-bus", description=__doc__,
+    ap = argparse.ArgumentParser(prog="livetrans bench bus", description=__doc__,
                                  formatter_class=PlainHelp)
     ap.add_argument("--flores-dir", type=Path, required=True, help="FLORES-200 folder")
     ap.add_argument("--sentences", type=int, default=3, help="FLORES dev sentences (3)")

@@ -1,7 +1,7 @@
 """The server as a live interpreter: how long after a speaker stops does the translation
 appear, and when is it heard?
 
-    livetrans interpreter-bench [--speakers 1,2] [--sentences 4] [--source en --target de]
+    livetrans bench interpreter [--speakers 1,2] [--sentences 4] [--source en --target de]
                                 [--out results/interpreter]
 
 One in-process server (``eval.local_server.LocalServer``: the default model, Whisper base,
@@ -174,7 +174,7 @@ def _cell(value: float | None) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="livetrans interpreter-bench",
+    p = argparse.ArgumentParser(prog="livetrans bench interpreter",
                                 description=__doc__.split("\n\n")[0],
                                 epilog=__doc__.split("\n\n", 2)[2].replace("``", ""),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "interpreter_bench.json").write_text(json.dumps(report, indent=2,
                                                                 ensure_ascii=False) + "\n")
     (args.out / "interpreter_bench.md").write_text(
-        f"# livetrans interpreter-bench\n\nMachine: {info['cpu']}, {info['cores']} cores "
+        f"# livetrans bench interpreter\n\nMachine: {info['cpu']}, {info['cores']} cores "
         f"({info['system']}), 1-minute load {info['load_1m']} at the start. Voice: "
         f"{report['voice']}.\n\n{t.markdown()}\n")
     return 0

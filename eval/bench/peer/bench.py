@@ -2,7 +2,7 @@
 of FLORES lag-k streams, the way any server without SSBD serves live captions. With
 ``--live``, livetrans itself against llama-server instead (``eval.bench.peer.live``).
 
-    livetrans llama-server-bench --llama-server PATH/llama-server --flores-dir DIR \\
+    livetrans bench peer --llama-server PATH/llama-server --flores-dir DIR \\
         --model-b TRIMMED.gguf --langs de --limit 20
 
 Both servers run at once on loopback ports, but requests alternate (one server works at a
@@ -91,7 +91,7 @@ def complete(server: ServerProcess, prompt: str, max_tokens: int) -> tuple[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="livetrans llama-server-bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="livetrans bench peer", description=__doc__,
                                  formatter_class=PlainHelp)
     ap.add_argument("--llama-server", type=Path, required=True,
                     help="the llama-server binary (built from llama.cpp's source)")

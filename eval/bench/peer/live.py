@@ -1,6 +1,6 @@
 """Live re-translation against llama.cpp's own server: ``llama-server-bench --live``.
 
-    livetrans llama-server-bench --live --llama-server PATH/llama-server \\
+    livetrans bench peer --live --llama-server PATH/llama-server \\
         --flores-dir DIR --langs de --limit 20 --speakers 1,8 --trimmed auto
 
 What a caption server does all day, measured against the plainest peer: FLORES lag-k

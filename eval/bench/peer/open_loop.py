@@ -1,6 +1,6 @@
 """Speakers at a real pace: ``llama-server-bench --live --open-loop``.
 
-    livetrans llama-server-bench --live --open-loop --llama-server PATH/llama-server \\
+    livetrans bench peer --live --open-loop --llama-server PATH/llama-server \\
         --flores-dir DIR --langs de --speakers 1,2,4,8 --trimmed auto --threads 2
 
 The closed loop (``eval.bench.peer.live``) measures throughput: a speaker sends its next update

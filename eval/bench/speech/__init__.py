@@ -1,2 +1,2 @@
-"""Speech recognition: word error rate and final latency, and what speech costs (``livetrans bench
-speech``)."""
+"""Speech recognition: word error rate and final latency, and what speech costs
+(``livetrans bench speech``)."""

@@ -1,7 +1,7 @@
 """Whisper base (the server's recogniser) and PocketSphinx (the caption client's) side by
 side, on the same espeak-ng speech: word error rate and end-of-speech-to-final latency.
 
-    livetrans speech-bench --flores-dir DIR --acl-dir DIR --sentences 10 --out results/sb
+    livetrans bench speech --flores-dir DIR --acl-dir DIR --sentences 10 --out results/sb
 
 For each dataset (FLORES-200 dev, ACL 60/60 dev: the first N English sentences) espeak-ng
 (US English, 150 words a minute) says every sentence; the speech, trimmed of espeak's own
@@ -380,7 +380,7 @@ def engine_cost(talk: Talk, speakers: list[int], args: argparse.Namespace) -> li
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="livetrans speech-bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="livetrans bench speech", description=__doc__,
                                  formatter_class=PlainHelp)
     ap.add_argument("--flores-dir", "--flores", type=Path, metavar="DIR",
                     default=SAMPLES / "flores_layout",

@@ -1,6 +1,6 @@
 """What audio speakers cost the translation engine: 0, 1 and 4 speakers side by side.
 
-Part of ``livetrans speech-bench`` (``--speakers``). One in-process server
+Part of ``livetrans bench speech`` (``--speakers``). One in-process server
 (``eval.local_server.LocalServer``). In every run a *text speaker*
 replays a recorded ASR stream (``asr_partials``: timed partials and finals) in real time,
 as a text client does; beside it, N *audio speakers* each stream the same espeak-ng talk

@@ -1,7 +1,7 @@
 """The engine on the real default model: batch verification, truncation, prefix reuse.
 
 Batch shape changes llama.cpp's CPU arithmetic, so logits from one batched pass differ from
-token-by-token logits (measured by ``livetrans numerics``). Where the two best tokens are
+token-by-token logits (measured by ``livetrans bench numerics``). Where the two best tokens are
 closer than the measured spread (``tests.numerics.NEAR_TIE``, a near-tie) the argmax may
 flip; everywhere else the two must agree.
 """

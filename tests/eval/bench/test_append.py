@@ -1,4 +1,4 @@
-"""``livetrans bench-append`` (eval/bench/append.py): the delays each mode gives the final's
+"""``livetrans bench append`` (eval/bench/append.py): the delays each mode gives the final's
 words, and one small run on the samples with the real model."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``livetrans bench-bus``: the per-viewer accounting of finals (no servers), the faults on a
+"""``livetrans bench bus``: the per-viewer accounting of finals (no servers), the faults on a
 real redis-server, and, end to end, a small fault run on the sample."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``livetrans bench-events``: its summaries and, end to end, a tiny run on the sample."""
+"""``livetrans bench events``: its summaries and, end to end, a tiny run on the sample."""
 
 from __future__ import annotations
 

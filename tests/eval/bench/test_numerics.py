@@ -1,4 +1,4 @@
-"""``livetrans numerics`` on the shipped sample: every shape measured, numbers sane."""
+"""``livetrans bench numerics`` on the shipped sample: every shape measured, numbers sane."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``livetrans ubatch-bench``: the grid it measures, its table, and a tiny real run."""
+"""``livetrans bench ubatch``: the grid it measures, its table, and a tiny real run."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``livetrans voice-bench``: every installed engine's phrases timed, RTF per engine."""
+"""``livetrans bench voice``: every installed engine's phrases timed, RTF per engine."""
 
 from __future__ import annotations
 

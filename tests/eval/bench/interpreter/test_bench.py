@@ -1,4 +1,4 @@
-"""``livetrans interpreter-bench``: how timed realtime events become per-sentence latencies
+"""``livetrans bench interpreter``: how timed realtime events become per-sentence latencies
 (made-up events, no server), and one tiny real run (1 speaker, 1 sentence: espeak-ng
 speech through the official SDK) whose report has the promised shape. No timing bounds:
 the figures depend on the machine."""

@@ -1,4 +1,4 @@
-"""``livetrans speech-bench``: the virtual clock, how finals are tied to sentences, and one
+"""``livetrans bench speech``: the virtual clock, how finals are tied to sentences, and one
 tiny real run (espeak-ng speech, Whisper base and PocketSphinx)."""
 
 from __future__ import annotations
