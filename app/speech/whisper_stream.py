@@ -3,7 +3,11 @@ partials and voice-activity endpoints.
 
 Audio arrives as 16 kHz mono samples (``feed``). Silero VAD (shipped with faster-whisper)
 looks at the segment's buffer every ``vad_step_s`` of new audio; it is cheap (about 2 ms
-per second of buffer). Whisper is not: a decode of a few seconds of speech takes about
+per second of buffer). While the buffer holds speech, the VAD also looks at the buffer's
+last second or so at every frame in between (at most every ``TAIL_LOOK_S``; cheaper
+still): when that tail holds an endpoint, the whole buffer is looked at at once, so an
+endpoint is seen at the first frame that reaches its silence, not up to a look later.
+Whisper is not: a decode of a few seconds of speech takes about
 0.25 s of one CPU thread for Whisper base with its encoder window fitted to the buffer
 (``app.speech.whisper_window``, the default), 1.1-1.2 s over the 30 s window
 faster-whisper's ``transcribe`` pads to (``window="full"``), so decodes are rationed:
@@ -76,6 +80,14 @@ END_PAD_S = 0.3  # audio after the end of speech that a segment's last decode st
 # A segment cut at its length limit ends after a word that ended at least this long before
 # the buffer's end: the word being spoken at the cut is heard whole in the next segment.
 LONG_TAIL_S = 0.6
+# Between the VAD's looks at the buffer (``vad_step_s``), while it holds speech: a look at
+# the buffer's tail, ``endpoint_silence_s`` + ``TAIL_SPEECH_S`` long (speech, then the
+# silence an endpoint needs), at most every ``TAIL_LOOK_S`` of audio; it starts on the
+# VAD's grid of ``VAD_GRID`` samples (Silero's window), so it hears what a look at the
+# whole buffer hears there.
+TAIL_SPEECH_S = 0.5
+TAIL_LOOK_S = 0.1
+VAD_GRID = 512
 
 
 @dataclass(frozen=True)
@@ -175,6 +187,8 @@ class StreamingWhisper:
         self.start = 0  # where the buffer starts in the stream's audio (samples)
         self.smallest_listen = 0  # the smallest audio taken in at once: the client's frame
         self.unchecked = 0  # samples fed since the VAD last looked
+        self.since_look = 0  # samples fed since the VAD last looked, at the tail or all
+        self.speaking = False  # the VAD's last look saw speech in the buffer
         self.segment = 0
         self.policy = LocalAgreement()
         self.last_partial = ""
@@ -194,16 +208,35 @@ class StreamingWhisper:
         """Add audio without looking at it (cheap: no VAD, no decode)."""
         self.buffer = np.concatenate([self.buffer, np.asarray(samples, dtype=np.float32)])
         self.unchecked += len(samples)
+        self.since_look += len(samples)
         if len(samples) and (not self.smallest_listen or len(samples) < self.smallest_listen):
             self.smallest_listen = len(samples)
 
     def due(self) -> bool:
-        """Enough new audio arrived for the VAD to look again (``vad_step_s``); resets
-        the count when it says yes."""
-        if self.unchecked < self.vad_step_s * SAMPLE_RATE:
+        """Enough new audio arrived for the VAD to look again (``vad_step_s``), or the
+        buffer's tail already holds an endpoint (``_endpoint_in_tail``); resets the count
+        when it says yes."""
+        if self.unchecked < self.vad_step_s * SAMPLE_RATE and not self._endpoint_in_tail():
             return False
-        self.unchecked = 0
+        self.unchecked = self.since_look = 0
         return True
+
+    def _endpoint_in_tail(self) -> bool:
+        """While the buffer holds speech, whether the VAD over its tail alone (about
+        ``endpoint_silence_s`` + ``TAIL_SPEECH_S``; a few milliseconds) sees speech end
+        ``endpoint_silence_s`` before the buffer's end, or a pause within it. It only says
+        when to look: the look at the whole buffer (``next_decode``) decides."""
+        if not self.speaking or self.since_look < TAIL_LOOK_S * SAMPLE_RATE:
+            return False
+        self.since_look = 0
+        size = len(self.buffer)
+        tail = int((self.endpoint_silence_s + TAIL_SPEECH_S) * SAMPLE_RATE)
+        start = max(0, size - tail) // VAD_GRID * VAD_GRID
+        speech = self.vad.speech(self.buffer[start:], self.endpoint_silence_s)
+        if not speech:
+            return False
+        silence = size - start - speech[-1]["end"]
+        return len(speech) > 1 or silence >= self.endpoint_silence_s * SAMPLE_RATE
 
     def step(self) -> list[SpeechEvent]:
         """Look at the buffer now: finals at the endpoints it holds, then maybe a partial
@@ -226,6 +259,7 @@ class StreamingWhisper:
         """
         pad = int(END_PAD_S * SAMPLE_RATE)
         speech = self._speech()
+        self.speaking = bool(speech)
         if not speech:  # silence only: keep the last second (speech may be starting)
             self.start += max(0, len(self.buffer) - SAMPLE_RATE)
             self.buffer = self.buffer[-SAMPLE_RATE:]
@@ -297,6 +331,7 @@ class StreamingWhisper:
             # Whisper tends to hear words in silence ("Thank you."): never decode it
             self.start += len(self.buffer)
             self.buffer = self.buffer[:0]
+            self.speaking = False
             return events
         size = len(self.buffer)
         return events + self._end_segment(size, timing=self._timing(

@@ -318,3 +318,27 @@ def test_a_final_leaves_as_soon_as_it_is_decoded_not_when_its_turn_ends() -> Non
     assert one.ended <= two.began  # the second decode ran after the first final left
     assert one.speech_end_s == pytest.approx(1.5, abs=0.02)
     assert two.speech_end_s == pytest.approx(4.0, abs=0.02)
+
+
+def test_an_endpoint_is_seen_at_the_first_frame_its_silence_reaches() -> None:
+    """200 ms frames, so the VAD's 250 ms step looks at every other frame: once the buffer
+    holds speech, its tail is looked at in between, and the final is decided at the first
+    frame whose end lies ``endpoint_silence_s`` after the speech (2.2 s), not at the next
+    look (2.4 s)."""
+    log: list[tuple[str, float]] = []
+    stream = _stream("frames", log)
+    assert stream.vad_step_s > 0.2
+    events = []
+    for frame in _frames(np.concatenate([_tone(1.5), _silence(1.5)]), frame_s=0.2):
+        events += stream.feed(frame)
+    (final,) = [e for e in events if e.kind == "final"]
+    t = final.timing
+    assert t.ended_by == "silence" and t.speech_end_s == pytest.approx(1.5)
+    first = np.ceil(round((t.speech_end_s + stream.endpoint_silence_s) / 0.2, 6)) * 0.2
+    assert t.heard_s == pytest.approx(first) == pytest.approx(2.2)
+    assert t.late_s == 0
+    # while it is silent, no look at the tail: the buffer holds no speech
+    quiet = _stream("quiet", [])
+    for frame in _frames(_silence(3.0), frame_s=0.2):
+        quiet.feed(frame)
+        assert not quiet.speaking

@@ -94,3 +94,26 @@ def test_a_missing_or_incomplete_model_folder_is_one_sentence(tmp_path) -> None:
     (tmp_path / "f.bin").write_bytes(b"x")
     with pytest.raises(SpeechModelError, match="is a file"):
         resolve_asr_model(tmp_path / "f.bin")
+
+
+@needs_espeak
+def test_an_endpoint_is_decided_at_the_first_frame_its_silence_reaches(
+        tmp_path, recogniser) -> None:
+    """200 ms frames (a browser's, WHIP's): the VAD's full looks come every other frame,
+    its look at the buffer's tail at every frame between, so the final is decided at the
+    first frame that holds ``endpoint_silence_s`` after the speech's edge (Silero's), never
+    a look later."""
+    frame = SAMPLE_RATE // 5
+    audio = np.concatenate([_speech(tmp_path, SENTENCES[0]),
+                            np.zeros(int(1.5 * SAMPLE_RATE), dtype=np.float32)])
+    audio = np.concatenate([audio, np.zeros(-len(audio) % frame, dtype=np.float32)])
+    recogniser.flush()
+    events = []
+    for i in range(0, len(audio), frame):
+        events += recogniser.feed(audio[i:i + frame])
+    (final,) = [e for e in events if e.kind == "final"]
+    t = final.timing
+    assert t.ended_by == "silence" and wer(SENTENCES[0], final.text) <= 0.3, final.text
+    silence = t.heard_s - t.speech_end_s
+    assert recogniser.endpoint_silence_s <= silence < recogniser.endpoint_silence_s + 0.2, t
+    assert recogniser.flush() == []
