@@ -1,7 +1,7 @@
 """Display policies scored on eval records: one table per display mode, flicker vs latency.
 
     python -m eval.display_eval --out results/flores               # reads its records.jsonl
-    python -m eval.display_eval --records eval/reports/.../records.jsonl.gz --out DIR \\
+    python -m eval.display_eval --records reports/.../records.jsonl.gz --out DIR \\
         --display-modes mask-k,stable --mask-k 3,5
 
 Each stream of ``records.jsonl`` (what ``livetrans eval`` wrote) is replayed through each
@@ -41,7 +41,7 @@ Detokenize = Callable[[Sequence[int]], str]
 
 
 def read_records(path: Path) -> list[dict]:
-    """``records.jsonl`` or its gzipped snapshot (``eval/reports/*/records.jsonl.gz``)."""
+    """``records.jsonl`` or its gzipped snapshot (``reports/*/records.jsonl.gz``)."""
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
         return [json.loads(line) for line in f if line.strip()]

@@ -63,7 +63,7 @@ def count(records: list[dict]) -> dict[str, dict]:
 
 
 def _lines(run: Path) -> list[str]:
-    """The records of a run folder: ``records.jsonl``, or gzipped as eval/reports keeps it."""
+    """The records of a run folder: ``records.jsonl``, or gzipped as reports keeps it."""
     plain = run / "records.jsonl"
     if plain.exists():
         return plain.read_text(encoding="utf-8").splitlines()

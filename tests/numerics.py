@@ -17,8 +17,8 @@ from collections.abc import Sequence
 # FLORES dev sentences, 8381 rows (en->de, 2-core x86-64 CPU, the bundled Q4_K_M model) at
 # the physical batch the tests run with (48 rows on the CPU, app.engine.runtime.CPU_UBATCH):
 # 1.64 logits, rounded up to a tenth (p99 0.80; the largest gap at which two shapes'
-# outputs actually parted: 0.61). eval/reports/2026-11-27-passes/numerics-ubatch48-200/.
-# At 512 rows the same run measured 2.16 (eval/reports/2026-11-24-numerics/): a test run
+# outputs actually parted: 0.61). reports/2026-11-27-passes/numerics-ubatch48-200/.
+# At 512 rows the same run measured 2.16 (reports/2026-11-24-numerics/): a test run
 # at another physical batch needs its own measurement first.
 NEAR_TIE = 1.7
 

@@ -127,7 +127,7 @@ def paths_a_clone_lacks(text: str) -> list[str]:
 
 def test_the_path_check_finds_what_a_clone_lacks() -> None:
     text = ("--file de=flores/dev/deu_Latn.dev --dict-dir data_cache/dicts ../shared/data "
-            "--file eval/samples/asr_sample_en.jsonl --out eval/reports/new-run "
+            "--file eval/samples/asr_sample_en.jsonl --out reports/new-run "
             "<dict-dir>/<lang>.trigram.npz tokens/s p50/p99 http://127.0.0.1:8000/v1 "
             "eval/samples/no_such.jsonl")
     assert paths_a_clone_lacks(text) == ["../shared/data", "data_cache/dicts",

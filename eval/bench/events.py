@@ -1,7 +1,7 @@
 """``livetrans bench events``: what fan-out and room viewers cost (README "Events").
 
     livetrans bench events --flores-dir eval/samples/flores_layout --sentences 3 \\
-        --viewers 200 --out eval/reports/2026-11-23-events
+        --viewers 200 --out reports/2026-11-23-events
 
 One in-process server (``eval.local_server.LocalServer``), FLORES dev lag-3, closed loop
 (the speaker sends its next update when every language's caption of the previous one is

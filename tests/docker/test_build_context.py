@@ -129,7 +129,7 @@ def test_the_context_is_small(context: dict[str, int]) -> None:
 
 
 @pytest.mark.parametrize("prefix", [
-    ".venv/", ".git/", "results/", "eval/reports/", "shared/", "tests/", ".hypothesis/",
+    ".venv/", ".git/", "results/", "reports/", "shared/", "tests/", ".hypothesis/",
     ".pytest_cache/", ".ruff_cache/", ".benchmarks/", "livetrans.egg-info/", "build/",
 ])
 def test_the_context_leaves_out(context: dict[str, int], prefix: str) -> None:
