@@ -342,3 +342,34 @@ def test_an_endpoint_is_seen_at_the_first_frame_its_silence_reaches() -> None:
     for frame in _frames(_silence(3.0), frame_s=0.2):
         quiet.feed(frame)
         assert not quiet.speaking
+
+
+def test_a_speaker_that_stopped_waiting_is_handed_nothing() -> None:
+    """A turn cancelled while its final decodes (its speaker left): the final is dropped,
+    as a cancelled turn's result is, and the thread serves the next speaker."""
+    log: list[tuple[str, float]] = []
+    gate = threading.Event()
+    left = _stream("left", log, gate)
+    speech = SpeechRecognition(behind_s=WAIT_S)
+    handed: list[SpeechEvent] = []
+
+    async def main() -> list:
+        turn = asyncio.create_task(speech.feed(
+            left, np.concatenate([_tone(1.5), _silence(1.0)]), handed.extend))
+        await asyncio.to_thread(left.transcriber.entered.wait, WAIT_S)
+        turn.cancel()
+        await asyncio.sleep(0)  # the cancel reaches the turn
+        gate.set()
+        after: list[SpeechEvent] = []
+        await asyncio.wait_for(speech.feed(
+            _stream("next", log), np.concatenate([_tone(1.5), _silence(1.0)]), after.extend),
+            WAIT_S)
+        await asyncio.sleep(0)
+        return after
+
+    try:
+        after = asyncio.run(main())
+    finally:
+        speech.close()
+    assert [name for name, _ in log] == ["left", "next"]  # the left one's decode did end
+    assert handed == [] and [e.kind for e in after] == ["final"]
