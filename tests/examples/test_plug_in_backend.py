@@ -22,9 +22,10 @@ Read it top to bottom; each part names the seam it fills.
 2. **A speech recogniser** is a ``Recognizer`` (``app/speech/recognizer.py``: 16 kHz audio
    in, ``partial``/``final`` events out) registered by name with a ``RecognizerEngine``
    (``app/speech/engines.py``); the speech service opens streams of the engine it is
-   configured with. Here ``BeepRecognizer``: each beep is the next word of its script, a
-   pause ends the sentence. (It is a plain ``Recognizer``, fed whole by the service's one
-   thread; a ``ScheduledRecognizer`` would also let the thread schedule its decodes.)
+   configured with (``--asr-engine``). Here ``BeepRecognizer``: each beep is the next
+   word of its script, a pause ends the sentence. (It is a plain ``Recognizer``, fed whole
+   by the service's one thread; a ``ScheduledRecognizer`` would also let the thread
+   schedule its decodes.)
 
 3. **A voice** is a ``Synthesizer`` (``app/voice/base.py``: text in, PCM16 out) registered
    by name with a ``VoiceEngine`` (``app/voice/engines.py``); the voice registry builds one
@@ -51,9 +52,9 @@ from fastapi.testclient import TestClient
 from app.api.state import ServerState
 from app.server import create_app
 from app.settings import Settings
+from app.settings.speech import SpeechSettings
 from app.speech.engines import ENGINES, RecognizerEngine, register
 from app.speech.recognizer import SAMPLE_RATE, Recognizer, SpeechEvent
-from app.speech.service import SpeechRecognition
 from app.translation.backend import (
     PRIORITY_REQUEST,
     BackendHealth,
@@ -323,12 +324,13 @@ def beep_voice() -> Iterator[str]:
 
 @pytest.fixture()
 def client(beeps_engine: str, beep_voice: str) -> Iterator[TestClient]:
-    app = create_app(Settings(), load_in_background=False, load_backend=load_word_backend)
+    # the recogniser by name, as ``serve --asr-engine beeps`` would choose it
+    settings = Settings(speech=SpeechSettings(engine=beeps_engine))
+    app = create_app(settings, load_in_background=False, load_backend=load_word_backend)
     state: ServerState = app.state.livetrans
-    # The recogniser and the voice by name. ``serve`` has no flag that names an engine
-    # registered outside app/ (``--voice-engine`` takes the built-in names; there is no
-    # ``--asr-engine``), so the state's are replaced with ones configured here.
-    state.speech = SpeechRecognition(engine=beeps_engine)
+    assert state.speech.engine.name == beeps_engine
+    # The voice by name. ``--voice-engine`` takes only the built-in names (its setting is a
+    # fixed list), so the state's registry is replaced with one configured here.
     state.voices.close()
     state.voices = VoiceRegistry(engine=beep_voice)
     with TestClient(app, base_url=LOOPBACK) as client:  # runs the start-up: our loader
