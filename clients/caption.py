@@ -52,6 +52,7 @@ from app.usage import PlainHelp, UsageError, checked, comma_list, positive_int
 from clients.asr_file import check_event, json_line, load_utterances
 from clients.audio import RATE, AudioSource, open_audio
 from clients.audio_source import Meter, Reconnect
+from clients.live_session import LiveSession, LiveSessionRefused
 from clients.speech_ends import SpeechEnds
 from clients.urls import default_server, live_url, watch_url
 from drafters.chain import DEFAULT_ORDER as DRAFTER_NAMES
@@ -402,31 +403,34 @@ async def run_client(args: argparse.Namespace, utterances: list[dict] | None,
     captions. What the user can fix (no server, a refused ``start``, a key the server
     rejects) ends as ``UsageError``."""
     url = live_url(args.server)
-    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else None
+    live = LiveSession(url, api_key=args.api_key, open_timeout=10)
     try:
-        ws = await websockets.connect(url, max_size=None, additional_headers=headers)
+        await live.connect()
     except (OSError, TimeoutError, websockets.exceptions.InvalidHandshake,
             websockets.exceptions.InvalidURI) as exc:
         raise UsageError(f"cannot reach the livetrans server at {url}: "
                          f"{exc or type(exc).__name__}") from None
     try:
-        async with ws:
-            return await _session(ws, args, utterances, console, audio)
+        async with live:
+            return await _session(live, args, utterances, console, audio)
     except websockets.ConnectionClosed as exc:
         raise UsageError(closed_message(exc)) from None
 
 
-async def _session(ws, args: argparse.Namespace, utterances: list[dict] | None,  # noqa: ANN001
-                   console: Console, audio: AudioSource | None) -> RunStats:
+async def _session(live: LiveSession, args: argparse.Namespace,
+                   utterances: list[dict] | None, console: Console,
+                   audio: AudioSource | None) -> RunStats:
     stats = RunStats()
     langs = args.target_langs
-    await ws.send(json.dumps(start_message(args)))
-    ready = json.loads(await ws.recv())
-    if ready.get("type") != "ready":
+    ws = live.ws
+    fields = {k: v for k, v in start_message(args).items() if k != "type"}
+    try:
+        ready = await live.start(**fields)
+    except LiveSessionRefused as refused:
         hint = ("; or recognise the speech here: --asr pocketsphinx"
-                if ready.get("code") == "speech_unavailable" else "")
-        raise UsageError(f"the server refused the session: {ready.get('code')}: "
-                         f"{ready.get('message')}{hint}")
+                if refused.frame.get("code") == "speech_unavailable" else "")
+        raise UsageError(f"the server refused the session: {refused.frame.get('code')}: "
+                         f"{refused.frame.get('message')}{hint}") from None
     if args.room:
         for lang in langs:
             link = watch_url(args.server, args.room, lang, ready.get("viewer_token"))
@@ -454,7 +458,7 @@ async def _session(ws, args: argparse.Namespace, utterances: list[dict] | None, 
                 events = (_stdin_events() if audio is None
                           else _audio_events(audio, audio_speed(args)))
                 await _send_events(ws, events, stats, langs)
-            await ws.send(json.dumps({"type": "stop"}))
+            await live.stop()
             await receiver
         finally:
             # a send that failed (bad stdin input, the server gone) must not leave the

@@ -22,16 +22,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import websockets
 from matplotlib.figure import Figure
 
 from app.usage import PlainHelp, add_model_options, comma_list, positive_int
+from clients.live_session import LiveSession, LiveSessionRefused
 from eval.datasets.asr_partials import read_asr_streams
 from eval.datasets.flores import read_flores
 from eval.datasets.streams import Stream, Update, lag_k_stream
@@ -79,20 +78,19 @@ def _round(x: float | None) -> float | None:
 async def _stream(url: str, stream: Stream, lang: str, closed_loop: bool, speed: float,
                   figures: RunFigures) -> None:
     """One speaker: sends the stream's updates, reads captions until 'done'."""
-    async with websockets.connect(url, max_size=None, open_timeout=120) as ws:
-        await ws.send(json.dumps({"type": "start", "target_lang": lang}))
-        ready = json.loads(await ws.recv())
-        if ready.get("type") != "ready":
-            figures.errors[ready.get("code", "refused")] = \
-                figures.errors.get(ready.get("code", "refused"), 0) + 1
+    async with LiveSession(url) as live:
+        try:
+            await live.start(target_lang=lang)
+        except LiveSessionRefused as refused:
+            code = str(refused.frame.get("code", "refused"))
+            figures.errors[code] = figures.errors.get(code, 0) + 1
             return
         caption = asyncio.Event()
         sent_final: dict[int, float] = {}
         captioned: set[int] = set()
 
         async def reader() -> None:
-            async for raw in ws:
-                msg = json.loads(raw)
+            async for msg in live.frames():
                 if msg["type"] == "caption":
                     figures.updates += 1
                     stats = msg.get("stats", {})
@@ -120,12 +118,12 @@ async def _stream(url: str, stream: Stream, lang: str, closed_loop: bool, speed:
                 if delay > 0:
                     await asyncio.sleep(delay)
             kind = "final" if update.is_final else "partial"
-            await ws.send(json.dumps({"type": kind, "segment": 0, "text": update.source}))
+            await live.send_update(kind, update.source, segment=0)
             if update.is_final:
                 sent_final[0] = time.perf_counter()
             if closed_loop:
                 await caption.wait()
-        await ws.send(json.dumps({"type": "stop"}))
+        await live.stop()
         await task
         figures.lost_finals += len(set(sent_final) - captioned)
 

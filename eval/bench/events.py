@@ -31,9 +31,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import websockets
-
 from app.usage import PlainHelp, add_model_options, comma_list
+from clients.live_session import LiveSession
 from eval.datasets.flores import read_flores
 from eval.datasets.streams import lag_k_stream
 from eval.tables import Table, show, write_results
@@ -83,23 +82,19 @@ def rss_mb() -> float:
 async def speaker(url: str, sentences: list[str], langs: list[str], run: Run,
                   room: str | None = None) -> None:
     """One speaker, closed loop: each update waits for its captions in every language."""
-    start: dict = {"type": "start", "target_langs": langs}
+    start: dict = {"target_langs": langs}
     if room:
         start["room"] = room
-    async with websockets.connect(url, max_size=None, open_timeout=120) as ws:
-        await ws.send(json.dumps(start))
-        ready = json.loads(await ws.recv())
-        if ready.get("type") != "ready":
-            raise RuntimeError(f"start refused: {ready}")
+    async with LiveSession(url) as live:
+        await live.start(**start)
         for seg, sentence in enumerate(sentences):
             for update in lag_k_stream(sentence, 3):
                 kind = "final" if update.is_final else "partial"
-                await ws.send(json.dumps({"type": kind, "segment": seg,
-                                          "text": update.source}))
+                await live.send_update(kind, update.source, segment=seg)
                 run.updates += 1
                 answered = 0
                 while answered < len(langs):
-                    msg = json.loads(await ws.recv())
+                    msg = await live.recv()
                     if msg["type"] == "caption":
                         run.captions += 1
                         stats = msg["stats"]
@@ -112,10 +107,8 @@ async def speaker(url: str, sentences: list[str], langs: list[str], run: Run,
                     elif msg["type"] == "error":
                         run.errors += 1
                         answered += 1
-        await ws.send(json.dumps({"type": "stop"}))
-        async for raw in ws:
-            if json.loads(raw)["type"] == "done":
-                break
+        await live.stop()
+        await live.until_done()
 
 
 async def timed(coros: list, run: Run) -> None:
