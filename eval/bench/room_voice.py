@@ -48,6 +48,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from clients.live_session import LiveSession, LiveSessionRefused
 from clients.room_listener import RoomListener
 from eval.bench.interpreter.bench import machine, percentile
 from eval.bench.interpreter.talk import FRAME, RATE, SENTENCES, Talk, compose
@@ -78,33 +79,30 @@ async def speaker(url: str, room: str, talk: Talk, source: str, target: str,
                   delay_s: float) -> dict[str, Any]:
     """One audio speaker in ``room``: its commit frames' times per segment, the times its
     own voice frames were voiced, the speech ends' times, and its error codes."""
-    import websockets
-
     await asyncio.sleep(delay_s)
     commits: dict[int, float] = {}
     own = Heard()
     errors: list[str] = []
     ends = set(talk.end_frames())
     ends_at: list[float] = []
-    async with websockets.connect(url.replace("http://", "ws://") + "/v1/live",
-                                  max_size=None, open_timeout=60) as ws:
-        await ws.send(json.dumps({"type": "start", "room": room, "input": "audio",
-                                  "sample_rate": RATE, "source_lang": source,
-                                  "target_langs": [target], "display": "append",
-                                  "voices": [target]}))
-        ready = json.loads(await ws.recv())
-        if ready.get("type") != "ready":
-            raise RuntimeError(f"room {room}: {ready}")
+    async with LiveSession(url.replace("http://", "ws://") + "/v1/live",
+                           open_timeout=60) as live:
+        try:
+            await live.start(room=room, input="audio", sample_rate=RATE, source_lang=source,
+                             target_langs=[target], display="append", voices=[target])
+        except LiveSessionRefused as refused:
+            raise RuntimeError(f"room {room}: {refused.frame}") from None
+        ws = live.ws  # the room's voice comes back as binary frames among the JSON ones
 
         async def speak() -> None:
             pcm = talk.pcm.tobytes()
             t0 = time.perf_counter()
             for n, i in enumerate(range(0, len(pcm), FRAME * 2)):
                 await asyncio.sleep(max(0.0, t0 + n * FRAME / RATE - time.perf_counter()))
-                await ws.send(pcm[i:i + FRAME * 2])
+                await live.send_audio(pcm[i:i + FRAME * 2])
                 if n in ends:
                     ends_at.append(time.perf_counter())
-            await ws.send(json.dumps({"type": "stop"}))
+            await live.stop()
 
         sender = asyncio.create_task(speak())
         async with asyncio.timeout(LIMIT_S):

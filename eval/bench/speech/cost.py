@@ -27,7 +27,6 @@ Whisper splits in two counts once). Timings come from the wall clock on a quiet 
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import subprocess
 import time
@@ -37,9 +36,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import websockets
 
 from app.speech.resample import RATE, Resampler
+from clients.live_session import LiveSession, LiveSessionRefused
 from eval.bench.speech.breakdown import breakdown, final_parts
 from eval.datasets.streams import Stream
 from eval.tables import Table
@@ -109,18 +108,16 @@ class Talk(Protocol):
 
 async def audio_speaker(url: str, talk: Talk, lang: str, log: SpeakerLog) -> None:
     """Stream the talk in real time; time each final caption from its sentence's end."""
-    async with websockets.connect(url, max_size=None) as ws:
-        await ws.send(json.dumps({"type": "start", "target_lang": lang, "input": "audio",
-                                  "sample_rate": RATE}))
-        ready = json.loads(await ws.recv())
-        if ready.get("type") != "ready":
-            raise RuntimeError(f"the server refused an audio speaker: {ready}")
+    async with LiveSession(url, open_timeout=10) as live:
+        try:
+            await live.start(target_lang=lang, input="audio", sample_rate=RATE)
+        except LiveSessionRefused as refused:
+            raise RuntimeError(f"the server refused an audio speaker: {refused.frame}") from None
         arrivals: list[float] = []
         t0 = time.perf_counter()
 
         async def receive() -> None:
-            async for raw in ws:
-                msg = json.loads(raw)
+            async for msg in live.frames():
                 if msg["type"] == "caption":
                     log.captions += 1
                     if msg["final"]:
@@ -139,8 +136,8 @@ async def audio_speaker(url: str, talk: Talk, lang: str, log: SpeakerLog) -> Non
         for i in range(0, len(pcm), step):
             frame = pcm[i:i + step]  # sent once spoken, as from a microphone
             await asyncio.sleep(max(0.0, t0 + (i + len(frame)) / RATE - time.perf_counter()))
-            await ws.send(frame.tobytes())
-        await ws.send(json.dumps({"type": "stop"}))
+            await live.send_audio(frame.tobytes())
+        await live.stop()
         await receiver
     log.latencies_s = match_ends(arrivals, talk.ends_s)
     log.parts = timed_parts(arrivals, talk.ends_s, log.stats)
@@ -148,14 +145,13 @@ async def audio_speaker(url: str, talk: Talk, lang: str, log: SpeakerLog) -> Non
 
 async def text_speaker(url: str, utterances: list[Stream], lang: str, log: SpeakerLog) -> None:
     """Replay recorded ASR updates at their own pace; time each final to its caption."""
-    async with websockets.connect(url, max_size=None) as ws:
-        await ws.send(json.dumps({"type": "start", "target_lang": lang}))
-        json.loads(await ws.recv())
+    async with LiveSession(url, open_timeout=10) as live:
+        await live.send({"type": "start", "target_lang": lang})
+        await live.recv()
         sent: dict[int, float] = {}
 
         async def receive() -> None:
-            async for raw in ws:
-                msg = json.loads(raw)
+            async for msg in live.frames():
                 if msg["type"] == "caption":
                     log.captions += 1
                     if msg["final"]:
@@ -173,9 +169,9 @@ async def text_speaker(url: str, utterances: list[Stream], lang: str, log: Speak
                 await asyncio.sleep(max(0.0, begun + (update.t or 0.0) - time.perf_counter()))
                 if update.is_final:
                     sent[seg] = time.perf_counter()
-                await ws.send(json.dumps({"type": "final" if update.is_final else "partial",
-                                          "segment": seg, "text": update.source}))
-        await ws.send(json.dumps({"type": "stop"}))
+                await live.send_update("final" if update.is_final else "partial",
+                                       update.source, segment=seg)
+        await live.stop()
         await receiver
 
 
