@@ -12,6 +12,7 @@ from typing import Any
 
 import websockets
 
+from clients.live_session import LiveSession, LiveSessionRefused
 from eval.bench.bus.faults import Plan, fault_window
 from eval.bench.bus.results import Talk, ViewerLog, Window
 from eval.bench.events import rss_mb
@@ -101,44 +102,44 @@ async def settle(urls: list[str]) -> int:
     return sum(v.refusals for v in views) + sum(isinstance(r, Exception) for r in results)
 
 
-async def _recv(ws: Any, deadline: float) -> dict:
-    return json.loads(await asyncio.wait_for(ws.recv(), max(deadline - time.perf_counter(),
-                                                            0.001)))
+async def _recv(live: LiveSession, deadline: float) -> dict:
+    return await live.recv(timeout=max(deadline - time.perf_counter(), 0.001))
 
 
-async def _start(ws: Any, talk: Talk) -> None:
+async def _start(live: LiveSession, talk: Talk) -> None:
     """'start' until 'ready'. Right after a fault the bus may refuse a room for a moment
     (``room_bus_unavailable``): tried again once a second, ``START_ATTEMPTS`` times."""
     for _ in range(START_ATTEMPTS):
-        await ws.send(json.dumps({"type": "start", "target_lang": "de", "room": talk.room}))
-        reply = await _recv(ws, time.perf_counter() + REPLY_LIMIT_S)
-        if reply.get("type") == "ready":
+        try:
+            await asyncio.wait_for(live.start(target_lang="de", room=talk.room),
+                                   REPLY_LIMIT_S)
             return
-        if reply.get("code") != "room_bus_unavailable":
-            raise RuntimeError(f"start refused: {reply}")
+        except LiveSessionRefused as refused:
+            if refused.frame.get("code") != "room_bus_unavailable":
+                raise RuntimeError(f"start refused: {refused.frame}") from None
         talk.start_refusals += 1
         await asyncio.sleep(1.0)
     raise RuntimeError(f"start refused {START_ATTEMPTS} times: the room bus is unavailable")
 
 
-async def _reply(ws: Any) -> dict:
+async def _reply(live: LiveSession) -> dict:
     """The speaker's caption (or error) for the update just sent."""
     deadline = time.perf_counter() + REPLY_LIMIT_S
     while True:
-        msg = await _recv(ws, deadline)
+        msg = await _recv(live, deadline)
         if msg.get("type") in ("caption", "error"):
             return msg
 
 
-async def _stop(ws: Any) -> None:
-    await ws.send(json.dumps({"type": "stop"}))
+async def _stop(live: LiveSession) -> None:
+    await live.stop()
     deadline = time.perf_counter() + END_LIMIT_S
     with suppress(websockets.ConnectionClosedOK):
-        while (await _recv(ws, deadline)).get("type") != "done":
+        while (await _recv(live, deadline)).get("type") != "done":
             pass
 
 
-async def _speak(ws: Any, sentences: list[str], talk: Talk, plan: Plan | None) -> None:
+async def _speak(live: LiveSession, sentences: list[str], talk: Talk, plan: Plan | None) -> None:
     """The talk's updates, closed loop. With a plan, its fault starts at the planned update
     and the updates from there on are paced over ``PACE`` fault lengths."""
     updates = [(seg, u) for seg, s in enumerate(sentences) for u in lag_k_stream(s, 3)]
@@ -156,9 +157,9 @@ async def _speak(ws: Any, sentences: list[str], talk: Talk, plan: Plan | None) -
                 await asyncio.sleep(max(paced_from + (i - at) * pace - time.perf_counter(), 0))
             kind = "final" if update.is_final else "partial"
             sent = time.perf_counter()
-            await ws.send(json.dumps({"type": kind, "segment": seg, "text": update.source}))
+            await live.send_update(kind, update.source, segment=seg)
             talk.updates += 1
-            msg = await _reply(ws)
+            msg = await _reply(live)
             talk.round_trips.append((sent, (time.perf_counter() - sent) * 1000))
             if msg["type"] == "caption":
                 talk.sent.setdefault((msg["segment"], msg["revision"], msg["final"]),
@@ -210,13 +211,12 @@ async def run_talk(speaker_url: str, viewer_urls: list[tuple[str, bool]],
     sampler = asyncio.create_task(_sample_rss(talk))
     tasks: list[asyncio.Task] = []
     try:
-        async with websockets.connect(f"{speaker_url}/v1/live", max_size=None,
-                                      open_timeout=120) as ws:
-            await _start(ws, talk)
+        async with LiveSession(f"{speaker_url}/v1/live", open_timeout=120) as live:
+            await _start(live, talk)
             await _join_viewers([f"{url}/v1/live/watch?room={talk.room}&lang=de"
                                  for url, _ in viewer_urls], talk.views, tasks)
-            await _speak(ws, sentences, talk, plan)
-            await _stop(ws)
+            await _speak(live, sentences, talk, plan)
+            await _stop(live)
         await _finish(tasks, END_LIMIT_S)
     finally:
         await _finish(tasks, 0)
