@@ -61,6 +61,7 @@ import httpx
 
 from app.model_files import resolve_model_path
 from app.usage import UsageError, comma_list, positive_int
+from clients.live_session import LiveSession
 from eval.bench.peer.figures import (
     BASELINE,
     DEFAULT_METHODS,
@@ -167,32 +168,28 @@ class LiveSpeaker(Speaker):
 
     @asynccontextmanager
     async def session(self, client: httpx.AsyncClient) -> AsyncIterator[object]:
-        import websockets
-
-        start: dict = {"type": "start", "target_lang": self.lang, "source_lang": "en",
-                       "context": 0}
+        start: dict = {"target_lang": self.lang, "source_lang": "en", "context": 0}
         if self.method == "livetrans-ws-ar":
             start["drafters"] = []
         url = self.url.replace("http://", "ws://") + "/v1/live"
-        async with websockets.connect(url, max_size=None) as ws:
-            await ws.send(json.dumps(start))
-            await self._frame(ws, "ready")
-            yield ws
-            await ws.send(json.dumps({"type": "stop"}))
-            await self._frame(ws, "done")
+        async with LiveSession(url, open_timeout=10) as live:
+            await asyncio.wait_for(live.start(**start), 600)
+            yield live
+            await live.stop()
+            await self._frame(live, "done")
 
     async def stream(self, handle: object, i: int, stream: Stream, run: MethodRun,
                      slot: int | None = None) -> None:
         import websockets
 
-        ws = handle
+        live = handle
         j = 0
         try:
             for j, u in enumerate(stream.updates):
                 t0 = time.perf_counter()
-                await ws.send(json.dumps({"type": "final" if u.is_final else "partial",
-                                          "segment": i, "text": u.source}))
-                caption = await self._frame(ws, "caption")
+                await live.send_update("final" if u.is_final else "partial", u.source,
+                                       segment=i)
+                caption = await self._frame(live, "caption")
                 wall = (time.perf_counter() - t0) * 1000
                 stats = caption.get("stats") or {}
                 counts = {k: float(stats.get(k) or 0) for k in DRAFT_COUNTS}
@@ -206,10 +203,10 @@ class LiveSpeaker(Speaker):
             run.failed(f"{type(exc).__name__}: {exc}", (i, j))
 
     @staticmethod
-    async def _frame(ws, kind: str) -> dict:  # noqa: ANN001 - a websockets connection
+    async def _frame(live: LiveSession, kind: str) -> dict:
         """The next frame of ``kind``; an ``error`` frame raises with its message."""
         while True:
-            msg = json.loads(await asyncio.wait_for(ws.recv(), 600))
+            msg = await live.recv(timeout=600)
             if msg.get("type") == kind:
                 return msg
             if msg.get("type") == "error":
