@@ -20,7 +20,9 @@ the same run (chrF of the finals with a 95% paired-bootstrap interval against
 llama-server, pathological finals, NE); then the capacity: the most speakers within
 ``--partial-bound`` / ``--final-bound`` at p90. Both servers are sized for the most
 speakers (``-np`` / ``--parallel``) and stay up for every count, as an organiser runs one
-server for the day.
+server for the day. ``--variant NAME=ARGS`` starts one more livetrans server with other
+serve options, whose methods run in the same rotation ("livetrans-ssbd [NAME]"): a
+setting against the defaults in one run.
 """
 
 from __future__ import annotations
@@ -151,54 +153,62 @@ def run_open_loop(args: argparse.Namespace) -> tuple[list[str], dict]:
 def run_file(args: argparse.Namespace, file: Path, pool: Sequence[Stream], lang: str,
              prompt: PinnedPrompt) -> dict:
     """Every speaker count and method on one file: the servers sized for the most speakers
-    (``-np`` / ``--parallel``), as an organiser runs one for the day, up for all counts."""
+    (``-np`` / ``--parallel``), as an organiser runs one for the day, up for all counts;
+    one more livetrans server per ``--variant``, its methods labelled "METHOD [NAME]"."""
     most = max(args.speakers)
     llama = llama_server(args.llama_server, file, most, args.threads, args.ctx)
-    live = livetrans_server(file, most, args.threads, args.ctx, shlex.split(args.serve_args),
-                            args.prompt_format)
+    common = shlex.split(args.serve_args)
+    lives = {"": livetrans_server(file, most, args.threads, args.ctx, common,
+                                  args.prompt_format)}
+    for variant, extra in args.variants:
+        lives[variant] = livetrans_server(file, most, args.threads, args.ctx,
+                                          [*common, *extra], args.prompt_format)
     try:
         llama.ready()
-        live.ready()
-        model_id = httpx.get(f"{live.url}/v1/models").json()["data"][0]["id"]
-        servers = {BASELINE: llama.url, "": live.url}
+        for live in lives.values():
+            live.ready()
+        model_id = httpx.get(f"{lives[''].url}/v1/models").json()["data"][0]["id"]
+        # (label, method, url)
+        order = [(m, m, llama.url if m == BASELINE else lives[""].url) for m in args.methods]
+        order += [(f"{m} [{variant}]", m, live.url) for variant, live in lives.items()
+                  if variant for m in args.methods if m != BASELINE]
         return {(file.name, speakers): run_count(args, file.name, speakers, pool, lang,
-                                                 prompt, servers, model_id, turn=n)
+                                                 prompt, order, model_id, turn=n)
                 for n, speakers in enumerate(args.speakers)}
     finally:
         llama.close()
-        live.close()
+        for live in lives.values():
+            live.close()
 
 
 def run_count(args: argparse.Namespace, name: str, speakers: int, pool: Sequence[Stream],
-              lang: str, prompt: PinnedPrompt, servers: dict[str, str], model_id: str,
-              turn: int) -> dict:
+              lang: str, prompt: PinnedPrompt, order: Sequence[tuple[str, str, str]],
+              model_id: str, turn: int) -> dict:
     """Every method at one speaker count: the same talk and schedule, one method after
-    another (the order turned at each count)."""
+    another (the order turned at each count). ``order``: (label, method, server URL)."""
     talk = talk_of(pool, speakers, args.sentences_per_speaker)
     scripts = scripts_of(talk, speakers, args.lag, args.period, args.stagger)
-    methods = list(args.methods)
-    methods = methods[turn % len(methods):] + methods[:turn % len(methods)]
+    turned = list(order[turn % len(order):]) + list(order[:turn % len(order)])
     runs, rows = [], {}
-    for method in methods:
-        url = servers[BASELINE] if method == BASELINE else servers[""]
+    for label, method, url in turned:
         speaker = speaker_for(method, url, lang, prompt, model_id, run_tag=f"ol{speakers}")
-        run = MethodRun(method, name, speakers)
+        run = MethodRun(label, name, speakers)
         captions, skipped = asyncio.run(drive(speaker, scripts, run))
         runs.append(run)
-        rows[method] = {**latency_figures(captions), "sent": len(captions),
-                        "skipped": skipped, "errors": run.errors,
-                        "wall_s": round(run.wall_s, 2),
-                        # other work on the machine shows here: a run under it is no
-                        # measurement
-                        "load_1m_after": round(os.getloadavg()[0], 2)}
-        print(f"{name} {speakers} speakers {method}: {fmt_row(rows[method])}"
+        rows[label] = {**latency_figures(captions), "sent": len(captions),
+                       "skipped": skipped, "errors": run.errors,
+                       "wall_s": round(run.wall_s, 2),
+                       # other work on the machine shows here: a run under it is no
+                       # measurement
+                       "load_1m_after": round(os.getloadavg()[0], 2)}
+        print(f"{name} {speakers} speakers {label}: {fmt_row(rows[label])}"
               + (f" (first error: {run.first_error})" if run.errors else ""),
               file=sys.stderr, flush=True)
     quality = summarize(runs, talk, lang)
-    for method, row in rows.items():
-        row.update({k: quality[method][k] for k in QUALITY if k in quality[method]})
-        row["timings"] = quality[method]["timings"]  # the mean update's parts
-    return {m: rows[m] for m in args.methods}
+    for label, row in rows.items():
+        row.update({k: quality[label][k] for k in QUALITY if k in quality[label]})
+        row["timings"] = quality[label]["timings"]  # the mean update's parts
+    return {label: rows[label] for label, _, _ in order}
 
 
 def fmt_row(row: dict) -> str:
