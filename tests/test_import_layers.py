@@ -163,10 +163,11 @@ def test_clients_do_not_import_the_benchmarks() -> None:
 # Who in ``app`` may import the llama.cpp engine (``app.engine``): the translation layer,
 # which implements the backend seam over it (``app.translation.backend_types``,
 # ``app.translation.llama_backend``), and the code that builds or configures the engine
-# itself: the composition root (``app.server``), the model loader, the CLI and its usage
-# text (CPU thread policies), and the vocabulary trimmer (it rewrites a model's vocabulary).
+# itself: the composition root (``app.server``), the model loader, the CLI, the commands it
+# delegates and its usage text (CPU thread policies), and the vocabulary trimmer (it
+# rewrites a model's vocabulary).
 ENGINE_USERS = ("app.engine", "app.translation", "app.server", "app.loader", "app.cli",
-                "app.usage", "app.vocab_trim")
+                "app.commands", "app.usage", "app.vocab_trim")
 
 
 def _may_use_engine(module: str) -> bool:
