@@ -57,6 +57,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "engine": ("eval.bench.engine", "engine cost model: decode, verify, prefill"),
     "drafters": ("eval.bench.drafters", "drafter chains vs plain decoding"),
     "ssbd": ("eval.bench.ssbd", "AR vs SSBD on FLORES lag-k streams"),
+    "finals": ("eval.bench.finals",
+               "a final's SSBD draft verified at once vs in parts, on the same finals"),
     "peer": ("eval.bench.peer.bench", "llama.cpp's server on two GGUF files, side by side; "
              "--live: against livetrans"),
     "concurrency": ("eval.bench.concurrency", "C concurrent streams: --parallel 1 vs --parallel C"),

@@ -108,11 +108,12 @@ class SchedulerConfig:
     # SSBD draft tokens a sequence verifies per pass when the pass carries several
     # sequences (None: the whole draft at once); the rest follows part by part
     crowded_draft: int | None = None
-    # SSBD draft tokens an unbiased final (beta 0) verifies per pass (None: the whole draft
-    # at once). Its draft is the last partial, written under the partials' bias, and
-    # greedy decoding leaves it early: measured on FLORES and ACL dev (en-de), a final
-    # accepted a median 1-2 of ~20 draft tokens, and each rejected row costs about a
-    # quarter of a pass on a CPU. Parts end at the first mismatch; a draft that holds goes
+    # SSBD draft tokens a draft verified without bias (beta 0: every final by default)
+    # verifies per pass (None: the whole draft at once). A final's draft is the last
+    # partial, written under the partials' bias, and greedy decoding leaves it early:
+    # measured on FLORES and ACL dev (en-de), a final accepted a median 1-2 of ~20 draft
+    # tokens (a beta-0 partial 4 of 16), and each rejected row costs about a quarter of a
+    # pass on a CPU. Parts end at the first mismatch; a draft that holds goes
     # on part by part, accepted exactly as far as at once (``SequenceGeneration``).
     final_draft: int | None = 4
     # What else a step carries while a final runs (a final's caption waits for every
@@ -344,8 +345,8 @@ class StepPolicy:
         may be capped (``crowded_proposals``), with several sequences in the pass the SSBD
         draft of a partial or request is verified in parts (``crowded_draft``: the rows past
         a draft's first mismatch are thrown away, and in a crowded pass they cost what
-        useful rows do), an unbiased final's always (``final_draft``), and while a final
-        runs the others give way as ``final_steps`` says.
+        useful rows do), a draft verified without bias always (``final_draft``), and
+        while a final runs the others give way as ``final_steps`` says.
         """
         batch = list(batch)
         decoding = sum(t.gen.phase is Phase.DECODE for t in batch)
@@ -367,17 +368,19 @@ class StepPolicy:
     def _draft_cap(self, t: Ticket, shared: bool) -> int:
         """How many SSBD draft tokens ``t`` verifies in its next pass.
 
-        An unbiased final verifies its draft in parts of ``final_draft`` (it mostly leaves
-        the draft within the first few tokens, see ``SchedulerConfig``); a biased final
-        verifies it at once (it keeps most of it, and each part would cost it a pass
-        more); partials and requests in a shared pass in parts of ``crowded_draft``.
+        A draft verified without bias (beta 0: every final by default, a partial or
+        request at beta 0) goes in parts of ``final_draft``, alone or not: greedy decoding
+        mostly leaves it within the first few tokens (see ``SchedulerConfig``). A biased
+        final verifies its whole draft at once (it keeps most of it, and each part would
+        cost it a pass more); biased partials and requests in a shared pass go in parts
+        of ``crowded_draft``.
         """
-        if t.rank == 0:
-            cap = self.config.final_draft
-            unbiased = getattr(t.gen.req, "beta", 0.0) == 0.0
-            return cap if cap is not None and unbiased else _UNLIMITED
-        cap = self.config.crowded_draft
-        return cap if cap is not None and shared else _UNLIMITED
+        caps = []
+        if self.config.final_draft is not None and getattr(t.gen.req, "beta", 0.0) == 0.0:
+            caps.append(self.config.final_draft)
+        if self.config.crowded_draft is not None and shared and t.rank != 0:
+            caps.append(self.config.crowded_draft)
+        return min(caps, default=_UNLIMITED)
 
     # -- moving tickets --------------------------------------------------------------------
     def _preempt(self, victim: Ticket) -> None:

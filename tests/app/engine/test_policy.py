@@ -49,7 +49,7 @@ class FakeGen:
 
     def __init__(self, prompt: list[int], tokens: int = 2,
                  req_cancel: threading.Event | None = None) -> None:
-        self.req = SimpleNamespace(cancel=req_cancel, beta=0.0)
+        self.req = SimpleNamespace(cancel=req_cancel, beta=0.2)  # partials' default bias
         self.result = SimpleNamespace(queue_ms=0.0, preemptions=0, finish_reason=None)
         self.prompt, self.output, self.tokens = list(prompt), [], tokens
         self.kv: SeqKV | None = None
@@ -266,10 +266,15 @@ def test_drafts_are_verified_in_parts_only_when_the_pass_is_shared():
     assert plan.batch == [a, b] and a.gen.draft_cap == b.gen.draft_cap == 4
 
 
+def _unbiased(ticket):  # noqa: ANN001, ANN202 - a ticket, returned
+    ticket.gen.req.beta = 0.0  # a final's default (final_beta 0)
+    return ticket
+
+
 def test_an_unbiased_final_verifies_its_draft_in_parts_of_final_draft():
     policy = _policy(n_seq=2, crowded_draft=4, final_draft=3, final_steps="shared")
     partial = _add(policy, PRIORITY_PARTIAL, client="a", tokens=9)
-    final = _add(policy, PRIORITY_FINAL, client="b", tokens=9)
+    final = _unbiased(_add(policy, PRIORITY_FINAL, client="b", tokens=9))
     plan = policy.plan()
     assert plan.batch == [final, partial]
     assert final.gen.draft_cap == 3 and partial.gen.draft_cap == 4
@@ -277,15 +282,26 @@ def test_an_unbiased_final_verifies_its_draft_in_parts_of_final_draft():
 
 def test_an_unbiased_final_alone_verifies_in_parts_too():
     policy = _policy(n_seq=2, final_draft=3)
-    final = _add(policy, PRIORITY_FINAL, client="b", tokens=9)
+    final = _unbiased(_add(policy, PRIORITY_FINAL, client="b", tokens=9))
     assert policy.plan().batch == [final] and final.gen.draft_cap == 3
+
+
+def test_any_draft_verified_without_bias_goes_in_parts_of_final_draft():
+    """A final sent as a plain request (HTTP chat, the request's priority) or a partial at
+    beta 0 verifies without bias as a final does: the same parts, alone or shared."""
+    policy = _policy(n_seq=2, crowded_draft=8, final_draft=3)
+    request = _unbiased(_add(policy, PRIORITY_PARTIAL, client="a", tokens=9))
+    assert policy.plan().batch == [request] and request.gen.draft_cap == 3
+    _pass(policy)
+    _add(policy, client="b", tokens=9)
+    policy.plan()
+    assert request.gen.draft_cap == 3  # the smaller of the two caps
 
 
 def test_a_biased_final_verifies_its_whole_draft_even_in_a_shared_pass():
     policy = _policy(n_seq=2, crowded_draft=4, final_draft=3, final_steps="shared")
     partial = _add(policy, PRIORITY_PARTIAL, client="a", tokens=9)
-    final = _add(policy, PRIORITY_FINAL, client="b", tokens=9)
-    final.gen.req.beta = 0.2  # final_beta None: the partials' bias
+    final = _add(policy, PRIORITY_FINAL, client="b", tokens=9)  # final_beta null: biased
     plan = policy.plan()
     assert plan.batch == [final, partial]
     assert final.gen.draft_cap == 1 << 30 and partial.gen.draft_cap == 4
@@ -293,7 +309,7 @@ def test_a_biased_final_verifies_its_whole_draft_even_in_a_shared_pass():
 
 def test_final_draft_none_verifies_a_final_at_once():
     policy = _policy(n_seq=2, final_draft=None)
-    final = _add(policy, PRIORITY_FINAL, client="b", tokens=9)
+    final = _unbiased(_add(policy, PRIORITY_FINAL, client="b", tokens=9))
     assert policy.plan().batch == [final] and final.gen.draft_cap == 1 << 30
 
 
