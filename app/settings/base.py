@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator
@@ -55,6 +56,17 @@ def lowercase(value: Any) -> Any:
 
 
 CommaList = Annotated[list[str], NoDecode, BeforeValidator(split_list)]
+
+
+def registered_name(value: str, names: Iterable[str]) -> str:
+    """``value`` if a registry (recognisers, voices) has it; refused as a ``Literal`` is,
+    with the choices, so a plug-in registered by name is a choice like the built-in ones."""
+    known = list(names)
+    if value in known:
+        return value
+    quoted = [repr(name) for name in known]
+    choices = " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
+    raise ValueError(f"Input should be {choices}")
 
 
 class FlatEnvSource(PydanticBaseSettingsSource):

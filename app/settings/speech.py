@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from app.settings.base import SubsystemSettings, lowercase
+from app.settings.base import SubsystemSettings, lowercase, registered_name
 
 
 class SpeechSettings(SubsystemSettings):
@@ -48,9 +48,4 @@ class SpeechSettings(SubsystemSettings):
         """One of the registry's names; refused as a ``Literal`` is, with the choices."""
         from app.speech.engines import ENGINES
 
-        if value not in ENGINES:
-            names = [repr(name) for name in sorted(ENGINES)]
-            choices = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1
-                                  else names)
-            raise ValueError(f"Input should be {choices}")
-        return value
+        return registered_name(value, sorted(ENGINES))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from app.settings.base import CommaList, SubsystemSettings, lowercase
+from app.settings.base import CommaList, SubsystemSettings, lowercase, registered_name
 
 
 class VoiceSettings(SubsystemSettings):
@@ -20,10 +20,11 @@ class VoiceSettings(SubsystemSettings):
         default_factory=list, description="LANG=PATH.onnx: a Piper voice (its .onnx.json "
         "beside it) that speaks LANG's committed text to connections asking for it (start's "
         "voices); languages without one get the default engine's voice (--voice-engine)")
-    engine: Literal["auto", "piper", "kokoro", "espeak-ng", "none"] = Field(
+    engine: str = Field(
         "auto", description="the voice of languages no --voice names: auto (the packaged "
-        "voices installed: Kokoro for ja, Piper's joe for en), piper, kokoro, espeak-ng or "
-        "none; espeak-ng speaks every language the others do not (except with none)")
+        "voices installed: Kokoro for ja, Piper's joe for en), piper, kokoro, espeak-ng, "
+        "none, or a voice engine registered by name (app.voice.engines); espeak-ng speaks "
+        "every language the others do not (except with none)")
     threads: int = Field(
         1, ge=1, le=64, description="CPU threads speech synthesis may use, every voice "
                                     "together (the rest stays with translation)")
@@ -32,6 +33,14 @@ class VoiceSettings(SubsystemSettings):
     @classmethod
     def _lowercase(cls, value: Any) -> Any:
         return lowercase(value)
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, value: str) -> str:
+        """One of the voice registry's choices (``auto``, every engine, ``none``)."""
+        from app.voice.engines import choices
+
+        return registered_name(value, choices())
 
     @field_validator("voices")
     @classmethod

@@ -53,6 +53,7 @@ from app.api.state import ServerState
 from app.server import create_app
 from app.settings import Settings
 from app.settings.speech import SpeechSettings
+from app.settings.voice import VoiceSettings
 from app.speech.engines import ENGINES, RecognizerEngine, register
 from app.speech.recognizer import SAMPLE_RATE, Recognizer, SpeechEvent
 from app.translation.backend import (
@@ -71,7 +72,6 @@ from app.voice.base import VoiceInfo
 from app.voice.engines import ENGINES as VOICE_ENGINES
 from app.voice.engines import VoiceEngine
 from app.voice.engines import register as register_voice
-from app.voice.registry import VoiceRegistry
 
 T = TypeVar("T")
 LOOPBACK = "http://127.0.0.1"  # a host the server answers to (--allowed-hosts)
@@ -324,15 +324,13 @@ def beep_voice() -> Iterator[str]:
 
 @pytest.fixture()
 def client(beeps_engine: str, beep_voice: str) -> Iterator[TestClient]:
-    # the recogniser by name, as ``serve --asr-engine beeps`` would choose it
-    settings = Settings(speech=SpeechSettings(engine=beeps_engine))
+    # the recogniser and the voice by name, as ``serve --asr-engine beeps --voice-engine
+    # beeps`` would choose them
+    settings = Settings(speech=SpeechSettings(engine=beeps_engine),
+                        voice=VoiceSettings(engine=beep_voice))
     app = create_app(settings, load_in_background=False, load_backend=load_word_backend)
     state: ServerState = app.state.livetrans
     assert state.speech.engine.name == beeps_engine
-    # The voice by name. ``--voice-engine`` takes only the built-in names (its setting is a
-    # fixed list), so the state's registry is replaced with one configured here.
-    state.voices.close()
-    state.voices = VoiceRegistry(engine=beep_voice)
     with TestClient(app, base_url=LOOPBACK) as client:  # runs the start-up: our loader
         yield client
 

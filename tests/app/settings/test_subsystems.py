@@ -130,3 +130,20 @@ def test_final_draft_is_a_scheduling_flag_and_variable(monkeypatch) -> None:
     monkeypatch.setenv("LIVETRANS_FINAL_DRAFT", "-1")
     with pytest.raises(SettingsError, match=r"--final-draft \(LIVETRANS_FINAL_DRAFT\)"):
         load_settings()
+
+
+def test_voice_engine_names_a_built_in_choice_or_a_registered_voice(monkeypatch) -> None:
+    from app.voice import engines
+
+    assert load_settings().voice.engine == "auto"
+    with pytest.raises(SettingsError) as info:
+        load_settings(voice_engine="festival")
+    assert str(info.value).startswith(
+        "invalid --voice-engine (LIVETRANS_VOICE_ENGINE) (got 'festival'): Input should be "
+        "'auto', ")
+    assert "'espeak-ng'" in str(info.value) and str(info.value).endswith(" or 'none'")
+    beeps = engines.VoiceEngine(name="beeps", speaks=lambda lang: True,
+                                open=lambda lang, options: None)
+    monkeypatch.setitem(engines.ENGINES, "beeps", beeps)
+    monkeypatch.setenv("LIVETRANS_VOICE_ENGINE", "Beeps")
+    assert load_settings().voice.engine == "beeps"
