@@ -38,7 +38,7 @@ from tests.redis_server import replicas_on_redis
 FFMPEG = shutil.which("ffmpeg") or ("/usr/bin/ffmpeg" if Path("/usr/bin/ffmpeg").exists()
                                     else None)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-HLS_JS = Path(__file__).resolve().parents[2] / "web" / "node_modules" / "hls.js" / "dist" / \
+HLS_JS = Path(__file__).resolve().parents[3] / "web" / "node_modules" / "hls.js" / "dist" / \
     "hls.min.js"
 KEY = "hls-test-key"
 SEGMENT_S = 1

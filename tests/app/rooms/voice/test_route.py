@@ -36,7 +36,7 @@ from tests.room_talk import GERMAN, LIMIT_S, text_talk
 from tests.speech import wer
 
 FFMPEG = shutil.which("ffmpeg")
-HLS_JS = Path(__file__).resolve().parents[2] / "web" / "node_modules" / "hls.js" / "dist" / \
+HLS_JS = Path(__file__).resolve().parents[3] / "web" / "node_modules" / "hls.js" / "dist" / \
     "hls.min.js"
 KEY = "voice-test-key"
 SEGMENT_S = 2
