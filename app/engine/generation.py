@@ -60,6 +60,10 @@ class GenerationRequest:
     first_token: Callable[[int], bool] | None = None
     cancel: threading.Event | None = None
     on_text: Callable[[str], None] | None = None
+    # no later prompt extends this one (a final's retry, with a prompt of its own): it takes
+    # the least recently used free sequence instead of the one caching most of its prompt,
+    # which is its session's, whose next update extends it (``KvSlots.acquire``)
+    one_off: bool = False
 
 
 @dataclass

@@ -9,7 +9,11 @@ ran in between. Which sequence a new prompt gets:
   the eviction order is LRU);
 * if any other sequence (free or running) caches a longer prefix (typically the few-shot
   preamble every prompt starts with), that prefix is copied in with ``llama_memory_seq_cp``:
-  in a unified KV cache the copy shares cells, it computes nothing.
+  in a unified KV cache the copy shares cells, it computes nothing;
+* a *one-off* prompt that no later prompt extends (a final's retry: its prompt shares the
+  few-shot preamble with its session's, then differs) takes the least recently used free
+  sequence and copies its prefix in, instead of the session's own sequence: taking that
+  one made the session's next update decode its whole context again (100-300 rows).
 
 A session whose KV was evicted simply re-prefills: correctness never depends on the cache.
 """
@@ -76,12 +80,16 @@ class KvSlots:
     def busy(self) -> int:
         return len(self.slots) - self.free
 
-    def acquire(self, tokens: Sequence[int]) -> SeqKV | None:
-        """A free sequence for a prompt starting with ``tokens`` (None when all are busy)."""
+    def acquire(self, tokens: Sequence[int], one_off: bool = False) -> SeqKV | None:
+        """A free sequence for a prompt starting with ``tokens`` (None when all are busy);
+        ``one_off``: the least recently used one, whatever it caches."""
         free = [s for s in self.slots if not s.busy]
         if not free:
             return None
-        best = max(free, key=lambda s: (s.common_prefix(tokens), -s.last_used))
+        if one_off:
+            best = min(free, key=lambda s: s.last_used)
+        else:
+            best = max(free, key=lambda s: (s.common_prefix(tokens), -s.last_used))
         have = best.common_prefix(tokens)
         if self.share_prefixes:
             donor = max(self.slots, key=lambda s: s.common_prefix(tokens))

@@ -278,7 +278,7 @@ class StepPolicy:
                 plan.preempted.append(victim)
             kv = None
             try:
-                kv = slots.acquire(ticket.gen.target)
+                kv = slots.acquire(ticket.gen.target, one_off=ticket.gen.req.one_off)
                 if kv is None:  # pragma: no cover - a free slot was just counted or made
                     return
                 self.waiting.pop(0)

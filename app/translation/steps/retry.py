@@ -40,9 +40,11 @@ async def retry_final(backend: TranslationBackend, first: GenerationResult, path
 
     The retry's answer replaces the first only when it is clean, not empty and not
     cancelled; the kept result carries the decode time and forward passes of both attempts.
+    The retry is a one-off generation: its prompt is not its session's, so it leaves the
+    session's cached prompt for the next update.
     """
     again = await generate(backend, retry_prompt, opts, 0.0, [], 0, None, cancel, None,
-                           forced=forced)
+                           forced=forced, one_off=True)
     verdict = diagnose_output(again, source, opts, examples, cap, retry_prompt.clean_framing)
     if verdict is None and is_clean(again):
         merged(again, first, with_drafts=True)

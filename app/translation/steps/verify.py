@@ -59,12 +59,13 @@ async def generate(backend: TranslationBackend, prompt: TranslationPrompt,
                    chain: object | None, cancel: threading.Event | None,
                    on_text: Callable[[str], None] | None,
                    drafter_beta: dict[str, float] | None = None,
-                   forced: Sequence[int] = ()) -> GenerationResult:
+                   forced: Sequence[int] = (), one_off: bool = False) -> GenerationResult:
     """One generation of ``prompt``'s answer. ``forced`` (append-only text,
     ``app.translation.commit_policy``) are tokens the answer must start with: they end the
     prompt, so the model continues them (a hard constraint, no logits row spent on them),
     ``draft`` is what should follow them, and the result is the whole answer, ``forced``
-    included."""
+    included. ``one_off``: no later prompt extends this one (a retry's), so it leaves the
+    session's cached prompt alone (``GenerationRequest.one_off``)."""
     limits = opts.limits
     stops = tuple(prompt.stop_strings)
     if prompt.stop_at_newline:
@@ -101,6 +102,7 @@ async def generate(backend: TranslationBackend, prompt: TranslationPrompt,
         if forced and display_unit(opts.languages.target_lang) == "word" else None,
         answer_stops=prompt.answer_stops if cleaned else (),
         answer_begun=begun if cleaned else None,
+        one_off=one_off,
     ))
     if forced:
         result = replace(result, tokens=[*forced, *result.tokens],

@@ -49,7 +49,8 @@ class FakeGen:
 
     def __init__(self, prompt: list[int], tokens: int = 2,
                  req_cancel: threading.Event | None = None) -> None:
-        self.req = SimpleNamespace(cancel=req_cancel, beta=0.2)  # partials' default bias
+        self.req = SimpleNamespace(cancel=req_cancel, beta=0.2,  # partials' default bias
+                                   one_off=False)
         self.result = SimpleNamespace(queue_ms=0.0, preemptions=0, finish_reason=None)
         self.prompt, self.output, self.tokens = list(prompt), [], tokens
         self.kv: SeqKV | None = None

@@ -43,6 +43,7 @@ def test_a_clean_retry_replaces_the_final_and_carries_both_costs() -> None:
     assert v.retried == "copy" and v.retry_ms == 3.0 and v.result.decode_ms == 5.0
     req = b.requests[0]
     assert (req.draft, req.beta, req.bias_limit, req.drafters) == ([], 0.0, 0, None)
+    assert req.one_off  # the session's cached prompt stays for its next update
 
 
 def test_a_retry_that_is_no_better_is_dropped() -> None:
