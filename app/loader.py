@@ -70,7 +70,7 @@ def load_model(settings: ModelSettings | None = None, **overrides: object) -> Lo
         model_path=path, n_ctx=settings.n_ctx, n_threads=settings.n_threads,
         n_gpu_layers=settings.n_gpu_layers, n_ubatch=settings.n_ubatch,
         verbose=settings.verbose_llama,
-        n_seq=settings.parallel,
+        n_seq=settings.parallel, core_loans=not settings.no_core_loans,
     ))
     try:
         fmt = prompt_format_of(runtime, path, settings.prompt_format)

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("app", "drafters", "clients", "eval")
 ROOTS = {"app.server", "app.cli"}
 # pure helpers the engine may use (no model, no server state)
-ENGINE_MAY_USE = {"app.translation.pathology", "app.prefix"}
+ENGINE_MAY_USE = {"app.translation.pathology", "app.prefix", "app.cores"}
 
 
 def _module_name(path: Path) -> str:

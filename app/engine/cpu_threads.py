@@ -1,4 +1,5 @@
-"""How llama.cpp's OpenMP worker threads wait between operations.
+"""How llama.cpp's OpenMP worker threads wait between operations (on how many cores they
+run while other parts of the process compute: ``app.cores``).
 
 The CPU build of llama.cpp runs every graph operation on an OpenMP thread team. Between
 operations idle threads either spin (``active``), sleep on a futex (``passive``), or spin
@@ -41,3 +42,4 @@ def configure_omp_wait(policy: str) -> None:
         return
     if policy != "auto" and "OMP_WAIT_POLICY" not in os.environ:
         os.environ["OMP_WAIT_POLICY"] = policy.upper()
+

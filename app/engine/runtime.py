@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from app.cores import CORE_LOANS, CoreLoans
 from app.engine.llama_build import amx_compiled
 from app.engine.llama_lib import import_llama, silence_llama_logs
 from app.engine.vocab import LlamaVocab
@@ -43,6 +44,8 @@ class RuntimeConfig:
     verbose: bool = False
     # Sequences (llama.cpp's slots) sharing one unified KV cache; each may grow to n_ctx.
     n_seq: int = 1
+    # On the CPU, leave the cores others in the process compute on (``CoreLoans``).
+    core_loans: bool = True
 
 
 # Rows llama.cpp computes at once (its physical batch, ``n_ubatch``). On the CPU, under 64:
@@ -109,6 +112,13 @@ class LlamaRuntime:
         cparams.n_outputs_max_per_seq = config.n_ctx
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
+        # On the CPU, a step runs on the cores no other part of the process is computing on
+        # (``CoreLoans``); with GPU layers the threads barely matter and are left alone.
+        self.threads = threads
+        self.threads_now = threads
+        self.loans: CoreLoans | None = (CORE_LOANS if config.core_loans
+                                        and config.n_gpu_layers == 0 else None)
+        self.steps_on_fewer_threads = 0
         # Gemma 3 uses sliding-window attention; without the full-size SWA cache, removing
         # KV entries and re-decoding silently gives wrong logits past ~1024 tokens.
         cparams.swa_full = True
@@ -196,9 +206,22 @@ class LlamaRuntime:
             batch.seq_id[i][0] = seq
             batch.logits[i] = logits
         batch.n_tokens = n
+        self._take_threads()
         rc = self.ll.llama_decode(self.ctx, batch)
         if rc != 0:
             raise DecodeError(f"llama_decode returned {rc}")
+
+    def _take_threads(self) -> None:
+        """Run the next pass on the threads the loans leave (``llama_set_n_threads`` only
+        when that number changes: it takes effect at the next ``llama_decode``)."""
+        if self.loans is None:
+            return
+        want = self.loans.threads_for(self.threads)
+        if want != self.threads_now:
+            self.ll.llama_set_n_threads(self.ctx, want, want)
+            self.threads_now = want
+        if want < self.threads:
+            self.steps_on_fewer_threads += 1
 
     def logits_row(self, index: int) -> np.ndarray:
         """A zero-copy float32 view of the logits at batch ``index`` of the last decode."""

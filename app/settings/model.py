@@ -48,6 +48,10 @@ class ModelSettings(SubsystemSettings):
     dict_dir: Path | None = Field(
         None, description="folder of drafter tables (<lang>.dict, <lang>.trigram.npz)")
     verbose_llama: bool = Field(False, description="show llama.cpp's own log lines")
+    no_core_loans: bool = Field(
+        False, description="on the CPU, run every pass on all --n-threads even while speech "
+        "recognition or a voice computes on a core (by default the engine leaves it those "
+        "cores meanwhile; docs/audio-in.md); for comparison")
 
     @field_validator("omp_wait_policy", "prompt_format", mode="before")
     @classmethod

@@ -55,6 +55,9 @@ class RecognizerEngine:
     # a one-turn ``Recognizer`` whose single event's text is the language heard in a buffer
     # (model, audio, allowed languages); None: this engine cannot tell languages apart
     probe: Callable[[Any, np.ndarray, Collection[str]], Recognizer] | None = None
+    # whether the loaded model computes on the CPU, where its decodes take cores from the
+    # translation engine (``app.cores.CoreLoans``)
+    on_cpu: Callable[[Any], bool] = lambda model: True
 
 
 ENGINES: dict[str, RecognizerEngine] = {}
@@ -99,4 +102,5 @@ register(RecognizerEngine(
     open=lambda model, language, o: StreamingWhisper(model=model, language=language,
                                                      window=o.window),
     probe=LanguageProbe,
+    on_cpu=lambda model: getattr(getattr(model, "model", None), "device", "cpu") == "cpu",
 ))

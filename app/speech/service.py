@@ -4,7 +4,9 @@ Recognition is CPU-heavy (each decode runs Whisper's encoder over a 30 s window)
 not take the event loop or the engine's scheduler thread, nor more of the CPU than the
 operator gave it. So every decode of every speaker runs on a single worker thread with
 ``threads`` CTranslate2 threads (``serve --asr-threads``): the recogniser's CPU share is
-bounded whatever the number of speakers.
+bounded whatever the number of speakers. While a decode runs on the CPU, its ``threads``
+cores are lent to it (``app.cores.CoreLoans``): the translation engine's
+passes run on the cores left, instead of fighting the decode for them.
 
 Many speakers on that one thread:
 
@@ -47,11 +49,13 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Collection
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from app.cores import CORE_LOANS, CoreLoans
 from app.speech.decode_order import BEHIND_S, choose
 from app.speech.engines import DEFAULT_ENGINE, RecognizerOptions, engine_named
 from app.speech.recognizer import (
@@ -123,7 +127,8 @@ class SpeechRecognition:
     def __init__(self, model_dir: str | None = None, threads: int = 1, device: str = "auto",
                  on_decode: Callable[[float, float], None] | None = None,
                  max_speakers: int = 1, behind_s: float = BEHIND_S,
-                 window: str = "fit", engine: str = DEFAULT_ENGINE) -> None:
+                 window: str = "fit", engine: str = DEFAULT_ENGINE,
+                 core_loans: CoreLoans | None = CORE_LOANS) -> None:
         # which recogniser a stream is (``app.speech.engines``; ValueError if unknown)
         self.engine = engine_named(engine)
         self.options = RecognizerOptions(model_dir, threads, device, window)
@@ -135,6 +140,9 @@ class SpeechRecognition:
         self.behind_s = behind_s
         # (seconds of compute, seconds of audio) per decode call: for metrics
         self.on_decode = on_decode
+        # a decode on the CPU lends the translation engine's cores it computes on
+        # (``app.cores.CoreLoans``); a model on a GPU lends none
+        self.core_loans = core_loans
         self._model: Any = None
         self._load_lock = threading.Lock()
         # open streams; one the caller dropped (a start that failed later) leaves by itself
@@ -161,6 +169,8 @@ class SpeechRecognition:
                     raise SpeechUnavailableError(reason)
                 try:
                     self._model = self.engine.load(self.options)
+                    if not self.engine.on_cpu(self._model):
+                        self.core_loans = None
                 except SpeechUnavailableError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - reported as one sentence
@@ -314,15 +324,19 @@ class SpeechRecognition:
             began = time.monotonic()
             behind = self._busy(began)
             self._running = (urgent, began)
+        lending = (nullcontext() if self.core_loans is None
+                   else self.core_loans.lent(self.threads))
         try:
-            if decode is _WHOLE:
-                audio_s = 0.0 if turn.audio is None else len(turn.audio) / SAMPLE_RATE
-                events = stream.flush() if turn.audio is None else stream.feed(turn.audio)
-                turn.decode = None
-            else:
-                audio_s = decode.end / SAMPLE_RATE
-                events = stream.run(decode)
-                turn.decode = stream.next_decode() if decode.ends_segment else None
+            with lending:
+                if decode is _WHOLE:
+                    audio_s = 0.0 if turn.audio is None else len(turn.audio) / SAMPLE_RATE
+                    events = (stream.flush() if turn.audio is None
+                              else stream.feed(turn.audio))
+                    turn.decode = None
+                else:
+                    audio_s = decode.end / SAMPLE_RATE
+                    events = stream.run(decode)
+                    turn.decode = stream.next_decode() if decode.ends_segment else None
         finally:
             with self._cond:
                 ended = time.monotonic()

@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from app.cores import CORE_LOANS
 from app.translation.commits import Commit
 from app.voice.base import Synthesizer, duration_s
 from app.voice.catchup import CatchUp, speech_s
@@ -209,8 +210,9 @@ class VoiceStream:
                 speed = self.catch_up.speed(lag)
                 began = loop.time()
                 try:
-                    pcm = await loop.run_in_executor(self.executor, self.synth.synthesize,
-                                                     phrase.text, speed)
+                    # a voice computes on the CPU: it lends the engine a core meanwhile
+                    pcm = await loop.run_in_executor(self.executor, CORE_LOANS.run, 1,
+                                                     self.synth.synthesize, phrase.text, speed)
                 except Exception as exc:  # noqa: BLE001 - SynthesisError or an engine bug
                     log.warning("voice %s (%s): a phrase failed: %s", self.lang,
                                 self.synth.info.engine, type(exc).__name__)

@@ -94,12 +94,15 @@ def breakdown_table(summaries: list[dict[str, Any]]) -> Table:
     """One row per run of ``cost_run`` (its ``summary``'s ``breakdown``)."""
     shown = ("endpoint", "wait", "behind_partials", "behind_finals", "decode",
              "translation", "other", "handoff", "total")
-    t = Table(["audio speakers", "finals", *(LABELS[p] for p in shown)], title=TITLE)
+    named = any("server" in s for s in summaries)  # --versus-no-core-loans
+    t = Table((["server", "round"] if named else [])
+              + ["audio speakers", "finals", *(LABELS[p] for p in shown)], title=TITLE)
     for summary in summaries:
         b = summary.get("breakdown") or {}
         if not b.get("finals"):
             continue
-        t.add(summary["audio_speakers"], b["finals"],
+        t.add(*([summary.get("server", "-"), summary.get("round", "-")] if named else []),
+              summary["audio_speakers"], b["finals"],
               *(f"{_cell(b[f'{p}_s_p50'])} / {_cell(b[f'{p}_s_p90'])}" for p in shown))
     return t
 

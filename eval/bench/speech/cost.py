@@ -242,11 +242,14 @@ def cost_run(server: Any, talk: Talk, utterances: list[Stream], speakers: int,
 
 
 def cost_table(summaries: list[dict]) -> Table:
-    t = Table(["audio speakers", "text final p50 s", "text final p95 s", "text captions",
-               "speech end→final p50 s", "p90 s", "p95 s", "audio finals",
-               "audio WER", "ASR compute / audio s", "audio dropped s", "errors"])
+    named = any("server" in s for s in summaries)
+    t = Table((["server", "round"] if named else []) + [
+        "audio speakers", "text final p50 s", "text final p95 s", "text captions",
+        "speech end→final p50 s", "p90 s", "p95 s", "audio finals",
+        "audio WER", "ASR compute / audio s", "audio dropped s", "errors"])
     for s in summaries:
-        t.add(s["audio_speakers"], s["text_final_latency_s_p50"], s["text_final_latency_s_p95"],
+        t.add(*([s.get("server", "-"), s.get("round", "-")] if named else []),
+              s["audio_speakers"], s["text_final_latency_s_p50"], s["text_final_latency_s_p95"],
               f"{s['text_captions']} ({s['text_finals']} finals)",
               s["audio_end_of_speech_to_final_s_p50"] or "-",
               s.get("audio_end_of_speech_to_final_s_p90") or "-",
@@ -255,3 +258,37 @@ def cost_table(summaries: list[dict]) -> Table:
               s["asr_real_time_factor"] or "-", s["dropped_audio_s"],
               s["text_errors"] + s["audio_errors"])
     return t
+
+
+LOANS_COLUMNS = (("text final p50 s", "text_final_latency_s_p50"),
+                 ("text final p95 s", "text_final_latency_s_p95"),
+                 ("speech end→final p50 s", "audio_end_of_speech_to_final_s_p50"),
+                 ("p90 s", "audio_end_of_speech_to_final_s_p90"))
+
+
+def loans_table(summaries: list[dict]) -> Table:
+    """Per speaker count, the median over rounds of each latency with core loans and
+    without (``--no-core-loans``), and their ratio (without / with: above 1, loans help)."""
+    t = Table(["audio speakers", "rounds"] + [f"{name} with / without (ratio)"
+                                              for name, _ in LOANS_COLUMNS]
+              + ["text captions with / without"])
+    for n in sorted({s["audio_speakers"] for s in summaries}):
+        runs = {server: [s for s in summaries if s["audio_speakers"] == n
+                         and s.get("server") == server]
+                for server in ("core loans", "no core loans")}
+        with_, without = runs["core loans"], runs["no core loans"]
+        if not with_ or not without:
+            continue
+        cells = []
+        for _, key in LOANS_COLUMNS:
+            a, b = _median(with_, key), _median(without, key)
+            cells.append("-" if a is None or b is None else
+                         f"{a:.2f} / {b:.2f} ({b / a:.2f}x)" if a else f"{a:.2f} / {b:.2f}")
+        t.add(n, min(len(with_), len(without)), *cells,
+              f"{_median(with_, 'text_captions'):.0f} / {_median(without, 'text_captions'):.0f}")
+    return t
+
+
+def _median(runs: list[dict], key: str) -> float | None:
+    values = [r[key] for r in runs if r.get(key) is not None]
+    return float(np.median(values)) if values else None

@@ -42,3 +42,4 @@ def test_too_late_once_llama_cpp_is_loaded(fresh):
 def test_unknown_policy_is_an_error(fresh):
     with pytest.raises(ValueError):
         configure_omp_wait("spin")
+

@@ -107,3 +107,11 @@ def test_the_faster_whisper_stream_has_the_scheduling_hooks_and_the_probe_has_no
     assert isinstance(stream, ScheduledRecognizer)
     probe = LanguageProbe(None, np.zeros(0, np.float32), ["en"])
     assert isinstance(probe, Recognizer) and not isinstance(probe, ScheduledRecognizer)
+
+
+def test_whisper_on_a_gpu_lends_the_translation_engine_no_cores() -> None:
+    from types import SimpleNamespace
+
+    whisper = engine_named("whisper")
+    assert whisper.on_cpu(SimpleNamespace(model=SimpleNamespace(device="cpu")))
+    assert not whisper.on_cpu(SimpleNamespace(model=SimpleNamespace(device="cuda")))

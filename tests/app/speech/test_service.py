@@ -15,6 +15,7 @@ import threading
 import numpy as np
 import pytest
 
+from app.cores import CoreLoans
 from app.speech.agreement import Word
 from app.speech.recognizer import SAMPLE_RATE, SpeechEvent
 from app.speech.service import SpeechBusyError, SpeechRecognition
@@ -373,3 +374,30 @@ def test_a_speaker_that_stopped_waiting_is_handed_nothing() -> None:
         speech.close()
     assert [name for name, _ in log] == ["left", "next"]  # the left one's decode did end
     assert handed == [] and [e.kind for e in after] == ["final"]
+
+
+def test_a_decode_lends_the_engine_the_recognisers_cores_while_it_runs() -> None:
+    """Each decode computes on ``threads`` cores the translation engine then leaves to it
+    (``CoreLoans``), and gives them back when it ends; a recogniser on a GPU lends none."""
+    seen: list[int] = []
+    loans = CoreLoans()
+
+    class Watching(CountingTranscriber):
+        def transcribe(self, audio: np.ndarray, language: str) -> list[Word]:
+            seen.append(loans.now)
+            return super().transcribe(audio, language)
+
+    speech = SpeechRecognition(threads=2, behind_s=WAIT_S, core_loans=loans)
+    stream = StreamingWhisper(transcriber=Watching("one", []), vad=LoudnessVad())
+    audio = np.concatenate([_tone(1.5), _silence(1.0)])
+
+    async def main() -> None:
+        for frame in _frames(audio):
+            await speech.feed(stream, frame)
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), WAIT_S))
+    finally:
+        speech.close()
+    assert seen and set(seen) == {2}
+    assert loans.now == 0
