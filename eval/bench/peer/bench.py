@@ -32,12 +32,12 @@ from eval.bench.peer.live import (
     add_live_options,
     breakdown_table,
     check_live_options,
-    llama_server,
     run_live,
     speed_table,
     spread_table,
     write_live,
 )
+from eval.bench.peer.servers import llama_server
 from eval.datasets.flores import add_flores_options, read_flores_pair
 from eval.datasets.streams import lag_k_stream
 from eval.metrics.quality import ChrF, paired_chrf_difference

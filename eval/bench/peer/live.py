@@ -81,12 +81,11 @@ from eval.bench.peer.servers import (
     Profiler,
     ServerProcess,
     describe_machine,
-    livetrans_server,
-    llama_server,
     machine,
     pass_counters,
     prometheus_values,
     resolve_trimmed,
+    servers_for,
 )
 from eval.datasets.streams import Stream
 from eval.process_cpu import cpu_times
@@ -287,32 +286,18 @@ def run_file(args: argparse.Namespace, file: Path, speakers: int, samples: Seque
     """Every method on one file at one speaker count, sample by sample: llama-server and
     one livetrans server (and one more per ``--variant``) up together, the runs one after
     another, their order rotated on each repeat."""
-    llama = llama_server(args.llama_server, file, speakers, args.threads, args.ctx)
-    common = shlex.split(args.serve_args)
-    lives = {"": livetrans_server(file, speakers, args.threads, args.ctx, common,
-                                  args.prompt_format)}
-    for name, extra in args.variants:
-        lives[name] = livetrans_server(file, speakers, args.threads, args.ctx,
-                                       [*common, *extra], args.prompt_format)
-    try:
-        llama.ready()
-        for live in lives.values():
-            live.ready()
-        model_id = httpx.get(f"{lives[''].url}/v1/models").json()["data"][0]["id"]
-        # (label, method, server): a variant's runs are labelled "METHOD [NAME]"
-        order = [(m, m, llama if m == BASELINE else lives[""]) for m in args.methods]
-        order += [(f"{m} [{name}]", m, live) for name, live in lives.items() if name
-                  for m in args.methods if m != BASELINE]
+    with servers_for(args, file, speakers) as servers:
+        order = servers.order(args.methods, BASELINE)
         out = []
         for k, sample in enumerate(samples):
             runs: list[MethodRun] = []
             for repeat in range(args.repeats):
                 turn = (repeat + k) % len(order)
                 for label, method, server in order[turn:] + order[:turn]:
-                    speaker = speaker_for(method, server.url, lang, prompt, model_id,
+                    speaker = speaker_for(method, server.url, lang, prompt, servers.model_id,
                                           run_tag=f"s{k}r{repeat}")
                     run = MethodRun(label, file.name, speakers)
-                    measure(run, server, server is llama, profiler,
+                    measure(run, server, server is servers.llama, profiler,
                             f"{file.stem}-{speakers}sp-{label}-{k}-{repeat}",
                             lambda s=speaker, r=run, st=sample.streams:
                             asyncio.run(run_method(s, st, speakers, r)))
@@ -323,10 +308,6 @@ def run_file(args: argparse.Namespace, file: Path, speakers: int, samples: Seque
                           file=sys.stderr, flush=True)
             out.append(summarize(runs, sample.streams, lang))
         return out
-    finally:
-        llama.close()
-        for live in lives.values():
-            live.close()
 
 
 def measure(run: MethodRun, server: ServerProcess, is_llama: bool, profiler: Profiler,
@@ -458,5 +439,5 @@ def write_live(report: dict, path: Path, about: Sequence[str] = ()) -> None:
 
 
 __all__ = ["ServerProcess", "add_live_options", "breakdown_table", "check_live_options",
-           "llama_server", "prometheus_values", "run_live", "speed_table", "spread_table",
+           "prometheus_values", "run_live", "speed_table", "spread_table",
            "write_live"]

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -54,10 +53,9 @@ from eval.bench.peer.prompt import STOP_RULE, PinnedPrompt
 from eval.bench.peer.samples import load_samples
 from eval.bench.peer.servers import (
     describe_machine,
-    livetrans_server,
-    llama_server,
     machine,
     resolve_trimmed,
+    servers_for,
 )
 from eval.datasets.streams import Stream
 from eval.tables import Table
@@ -155,30 +153,13 @@ def run_file(args: argparse.Namespace, file: Path, pool: Sequence[Stream], lang:
     """Every speaker count and method on one file: the servers sized for the most speakers
     (``-np`` / ``--parallel``), as an organiser runs one for the day, up for all counts;
     one more livetrans server per ``--variant``, its methods labelled "METHOD [NAME]"."""
-    most = max(args.speakers)
-    llama = llama_server(args.llama_server, file, most, args.threads, args.ctx)
-    common = shlex.split(args.serve_args)
-    lives = {"": livetrans_server(file, most, args.threads, args.ctx, common,
-                                  args.prompt_format)}
-    for variant, extra in args.variants:
-        lives[variant] = livetrans_server(file, most, args.threads, args.ctx,
-                                          [*common, *extra], args.prompt_format)
-    try:
-        llama.ready()
-        for live in lives.values():
-            live.ready()
-        model_id = httpx.get(f"{lives[''].url}/v1/models").json()["data"][0]["id"]
+    with servers_for(args, file, max(args.speakers)) as servers:
         # (label, method, url)
-        order = [(m, m, llama.url if m == BASELINE else lives[""].url) for m in args.methods]
-        order += [(f"{m} [{variant}]", m, live.url) for variant, live in lives.items()
-                  if variant for m in args.methods if m != BASELINE]
+        order = [(label, method, server.url)
+                 for label, method, server in servers.order(args.methods, BASELINE)]
         return {(file.name, speakers): run_count(args, file.name, speakers, pool, lang,
-                                                 prompt, order, model_id, turn=n)
+                                                 prompt, order, servers.model_id, turn=n)
                 for n, speakers in enumerate(args.speakers)}
-    finally:
-        llama.close()
-        for live in lives.values():
-            live.close()
 
 
 def run_count(args: argparse.Namespace, name: str, speakers: int, pool: Sequence[Stream],

@@ -5,13 +5,17 @@ trimmed file, py-spy profiles, and the machine the figures were measured on.
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -80,6 +84,50 @@ def livetrans_server(model: Path, speakers: int, threads: int | None,
     if threads:
         cmd += ["--n-threads", str(threads)]
     return ServerProcess(cmd, port, "livetrans serve")
+
+
+@dataclass
+class ServerSet:
+    """The servers of one file, up together: llama-server, the livetrans server of
+    ``--serve-args`` (named "") and one more per ``--variant``."""
+
+    llama: ServerProcess
+    lives: dict[str, ServerProcess]
+    model_id: str  # what the livetrans servers call the model
+
+    def order(self, methods: Sequence[str], baseline: str
+              ) -> list[tuple[str, str, ServerProcess]]:
+        """(label, method, server) of every run: ``baseline`` on llama-server, the other
+        methods on the livetrans server, then on each variant's, labelled "METHOD [NAME]"."""
+        order = [(m, m, self.llama if m == baseline else self.lives[""]) for m in methods]
+        order += [(f"{m} [{name}]", m, live) for name, live in self.lives.items() if name
+                  for m in methods if m != baseline]
+        return order
+
+
+@contextmanager
+def servers_for(args: argparse.Namespace, model: Path, slots: int) -> Iterator[ServerSet]:
+    """llama-server and the livetrans servers on ``model`` with ``slots`` sequences each,
+    started together, ready when yielded, stopped afterwards (the options of
+    ``add_live_options``: ``llama_server``, ``threads``, ``ctx``, ``serve_args``,
+    ``variants``, ``prompt_format``)."""
+    llama = llama_server(args.llama_server, model, slots, args.threads, args.ctx)
+    common = shlex.split(args.serve_args)
+    lives = {"": livetrans_server(model, slots, args.threads, args.ctx, common,
+                                  args.prompt_format)}
+    for name, extra in args.variants:
+        lives[name] = livetrans_server(model, slots, args.threads, args.ctx,
+                                       [*common, *extra], args.prompt_format)
+    try:
+        llama.ready()
+        for live in lives.values():
+            live.ready()
+        model_id = httpx.get(f"{lives[''].url}/v1/models").json()["data"][0]["id"]
+        yield ServerSet(llama, lives, model_id)
+    finally:
+        llama.close()
+        for live in lives.values():
+            live.close()
 
 
 # -- forward passes, from each server's own counters ----------------------------------------
