@@ -5,12 +5,19 @@ makes."""
 from __future__ import annotations
 
 import functools
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import pytest
+
+# hls.js as ``make web-deps`` installs it, found from this file (a test's own depth moves)
+HLS_JS = Path(__file__).resolve().parent / "web" / "node_modules" / "hls.js" / "dist" / \
+    "hls.min.js"
 
 
 @contextmanager
@@ -30,6 +37,19 @@ def served_folder(root: Path, port: int) -> Iterator[None]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def hls_js_site(root: Path, page: str, port: int) -> Iterator[Path]:
+    """The organiser's site in ``root`` (``page`` as index.html, beside hls.js) served on
+    ``port`` until the block ends; the test is skipped when hls.js is not installed."""
+    if not HLS_JS.exists():
+        pytest.skip("hls.js missing (make web-deps installs it)")
+    root.mkdir()
+    shutil.copy(HLS_JS, root / "hls.min.js")
+    (root / "index.html").write_text(page, encoding="utf-8")
+    with served_folder(root, port):
+        yield root
 
 
 def make_test_video(ffmpeg: str, folder: Path, seconds: float, timeout_s: float) -> None:

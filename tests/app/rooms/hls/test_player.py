@@ -32,14 +32,12 @@ import webvtt
 from app.rooms.hls.timeline import HlsTiming, cues_of
 from app.rooms.transcripts.store import TranscriptLine
 from tests.conftest import LiveServer, free_port
-from tests.hls_site import make_test_video, served_folder
+from tests.hls_site import hls_js_site, make_test_video
 from tests.redis_server import replicas_on_redis
 
 FFMPEG = shutil.which("ffmpeg") or ("/usr/bin/ffmpeg" if Path("/usr/bin/ffmpeg").exists()
                                     else None)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-HLS_JS = Path(__file__).resolve().parents[3] / "web" / "node_modules" / "hls.js" / "dist" / \
-    "hls.min.js"
 KEY = "hls-test-key"
 SEGMENT_S = 1
 WINDOW_S = 4
@@ -242,13 +240,7 @@ def _make_video(folder: Path, seconds: int) -> None:
 @pytest.fixture()
 def page_server(tmp_path: Path, page_port: int) -> Iterator[Path]:
     """The organiser's site on loopback: the page, hls.js, the video and the master."""
-    if not HLS_JS.exists():
-        pytest.skip("hls.js missing (make web-deps installs it)")
-    root = tmp_path / "site"
-    root.mkdir()
-    shutil.copy(HLS_JS, root / "hls.min.js")
-    (root / "index.html").write_text(PAGE, encoding="utf-8")
-    with served_folder(root, page_port):
+    with hls_js_site(tmp_path / "site", PAGE, page_port) as root:
         yield root
 
 

@@ -30,14 +30,12 @@ from app.voice import espeak, piper
 from eval.local_server import free_port
 from tests.browser import CHROMIUM, chromium_args
 from tests.conftest import LiveServer
-from tests.hls_site import make_test_video, served_folder
+from tests.hls_site import hls_js_site, make_test_video
 from tests.redis_server import replicas_on_redis
 from tests.room_talk import GERMAN, LIMIT_S, text_talk
 from tests.speech import wer
 
 FFMPEG = shutil.which("ffmpeg")
-HLS_JS = Path(__file__).resolve().parents[3] / "web" / "node_modules" / "hls.js" / "dist" / \
-    "hls.min.js"
 KEY = "voice-test-key"
 SEGMENT_S = 2
 # measured: 0.0 to 0.1 (Piper joe, AAC at 32 kbit/s, Whisper base int8, 2-core CPU); the
@@ -235,13 +233,7 @@ def _master(voices: dict[str, str]) -> str:
 
 @pytest.fixture()
 def site(tmp_path: Path, page_port: int) -> Iterator[Path]:
-    if not HLS_JS.exists():
-        pytest.skip("hls.js missing (make web-deps installs it)")
-    root = tmp_path / "site"
-    root.mkdir()
-    shutil.copy(HLS_JS, root / "hls.min.js")
-    (root / "index.html").write_text(PAGE, encoding="utf-8")
-    with served_folder(root, page_port):
+    with hls_js_site(tmp_path / "site", PAGE, page_port) as root:
         yield root
 
 
