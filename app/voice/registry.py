@@ -122,7 +122,8 @@ class VoiceRegistry:
         """A new voice stream for ``lang`` on the registry's executor (``resolve``'s
         ``VoiceUnavailable`` when nothing speaks it)."""
         return VoiceStream(self.resolve(lang), executor=self.executor,
-                           catch_up=self.catch_up, on_loss=on_loss, metrics=self.metrics)
+                           catch_up=self.catch_up, on_loss=on_loss, metrics=self.metrics,
+                           cores=self.threads)
 
     def close(self) -> None:
         """The server stops: phrases not yet begun are not spoken."""

@@ -111,8 +111,11 @@ class VoiceStream:
                  max_buffered: int = MAX_BUFFERED,
                  on_loss: Callable[[VoiceLoss], None] | None = None,
                  clock: Callable[[], float] | None = None,
-                 metrics: VoiceMetrics | None = None) -> None:
+                 metrics: VoiceMetrics | None = None, cores: int = 1) -> None:
         self.synth = synth
+        # the cores a phrase's synthesis computes on, lent by the translation engine
+        # meanwhile (``app.cores``): the voices' threads (``--voice-threads``)
+        self.cores = cores
         self.lang = synth.info.lang
         self.sample_rate = synth.info.sample_rate
         self._own_executor = executor is None
@@ -210,9 +213,10 @@ class VoiceStream:
                 speed = self.catch_up.speed(lag)
                 began = loop.time()
                 try:
-                    # a voice computes on the CPU: it lends the engine a core meanwhile
-                    pcm = await loop.run_in_executor(self.executor, CORE_LOANS.run, 1,
-                                                     self.synth.synthesize, phrase.text, speed)
+                    # a voice computes on the CPU: the engine leaves it its cores meanwhile
+                    pcm = await loop.run_in_executor(self.executor, CORE_LOANS.run,
+                                                     self.cores, self.synth.synthesize,
+                                                     phrase.text, speed)
                 except Exception as exc:  # noqa: BLE001 - SynthesisError or an engine bug
                     log.warning("voice %s (%s): a phrase failed: %s", self.lang,
                                 self.synth.info.engine, type(exc).__name__)

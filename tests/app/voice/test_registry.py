@@ -143,3 +143,14 @@ def test_an_engine_registered_by_name_is_chosen_by_configuration() -> None:
         ENGINES.pop("quiet")
     with pytest.raises(ValueError, match="one of"):
         VoiceRegistry(engine="quiet")
+
+
+def test_a_registrys_voices_lend_the_cores_it_was_given() -> None:
+    """A phrase computes on ``--voice-threads`` cores: its stream lends the engine those."""
+    registry = VoiceRegistry(engine="espeak-ng", threads=2)
+    try:
+        if espeak.binary() is None:
+            pytest.skip("espeak-ng is not installed (make system-deps)")
+        assert registry.stream("en").cores == 2
+    finally:
+        registry.close()

@@ -155,3 +155,21 @@ def test_metrics_count_what_was_spoken_what_it_cost_and_what_was_lost() -> None:
         stream.stats.lost_phrases
     assert 'livetrans_voice_audio_seconds_total{engine="espeak-ng",lang="en"}' in text
     assert "livetrans_voice_delay_seconds_count" in text
+
+
+def test_a_phrase_is_synthesised_with_a_core_lent_and_the_core_comes_back() -> None:
+    """A voice computes on the CPU: the translation engine leaves it a core meanwhile
+    (``app.cores.CORE_LOANS``), and has it back once the phrase is spoken."""
+    from app.cores import CORE_LOANS
+
+    seen: list[int] = []
+    before = CORE_LOANS.now  # another test's server may still hold one
+
+    class Watching(EspeakSynthesizer):
+        def synthesize(self, text: str, speed: float = 1.0) -> bytes:
+            seen.append(CORE_LOANS.now)
+            return super().synthesize(text, speed)
+
+    chunks = asyncio.run(speak(VoiceStream(Watching("en")), commits("en")[:2]))
+    assert len(chunks) == 2 and seen and min(seen) >= before + 1
+    assert CORE_LOANS.now == before
