@@ -99,8 +99,11 @@ class AudioInput:
 
     def __init__(self, speech: SpeechRecognition, stream: Recognizer, fan: FanOut,
                  publisher: CaptionPublisher, sample_rate: int, max_backlog_s: float,
-                 max_frame_bytes: int) -> None:
+                 max_frame_bytes: int, pause_translation: bool = True) -> None:
         self.speech = speech
+        # partials heard at a pause are translated as their final will be
+        # (``app.translation.pause``); off: every partial is an ordinary one
+        self.pause_translation = pause_translation
         self.stream = stream
         self.fan = fan
         self.publisher = publisher
@@ -193,4 +196,6 @@ class AudioInput:
             speech = None
             if final and event.timing is not None:
                 speech = speech_stats(event.timing, self.taken_newest, time.monotonic())
-            self.fan.submit(Update(event.segment, event.text, final, speech=speech))
+            pause = event.pause and not final and self.pause_translation
+            self.fan.submit(Update(event.segment, event.text, final, speech=speech,
+                                   pause=pause))

@@ -10,7 +10,10 @@ time, each into every language at once (one engine job per language, awaited tog
 the step engine decodes them in the same forward passes). While an update is translated,
 newer partials replace the waiting one (coalescing), a partial that is stale before it
 costs a forward pass is dropped, and a final stops a running partial; finals are never
-dropped, so every final gets exactly one caption or one error frame per language.
+dropped, so every final gets exactly one caption or one error frame per language. A partial
+heard at a pause in the speech (``Update.pause``) is translated as its final will be, at a
+final's rank (``app.translation.pause``): it stops a running partial as a final does, and
+the final with its words lets it finish and takes its translation.
 
 Where updates come from (the socket's reader today, a speech recogniser next) is not this
 module's business: anything that calls ``submit`` is a source.
@@ -94,8 +97,10 @@ class LanguagePipeline:
             outcome = await services.translate(
                 update.text, self.options, is_final=update.final,
                 session=UpdateSession(session=self.session),
-                hints=Hints(forced=forced),
-                job=JobControl(priority=PRIORITY_FINAL if update.final else PRIORITY_PARTIAL,
+                hints=Hints(forced=forced, likely_final=update.pause),
+                # a partial heard at a pause does the final's work early: a final's rank
+                job=JobControl(priority=PRIORITY_FINAL if update.final or update.pause
+                               else PRIORITY_PARTIAL,
                                bypass_limit=update.final, cancel=cancel, started=begun,
                                queue_seq=seq),
             )
@@ -128,7 +133,8 @@ class LanguagePipeline:
             0.0, (now - started) * 1000 - r.decode_ms)
         if update.final:
             services.metrics.caption_seconds(now - update.received)
-        services.metrics.generation(r)
+        if outcome.pause != "reused":  # a generation counts once, when it ran
+            services.metrics.generation(r)
         services.metrics.verdict(outcome)
         text = outcome.text
         if commits is not None:
@@ -154,6 +160,7 @@ class LanguagePipeline:
                 "coalesced": fan.queue.coalesced, "superseded": fan.superseded,
                 "pathology": outcome.pathology, "draft_dropped": outcome.draft_dropped,
                 "retried": outcome.retried,
+                **({"pause": outcome.pause} if outcome.pause is not None else {}),
                 **({"glossary": outcome.glossary} if outcome.glossary is not None else {}),
                 "timings": measured.report(),
                 **({"speech": update.speech} if update.speech is not None else {}),
@@ -223,9 +230,9 @@ class FanOut:
         self.pipelines = pipelines  # in the client's order of languages
         self.queue = SegmentQueue()
         self.stopping = False
-        # the partial's jobs handed to the engine queue (shared cancel, one started event
-        # per language), while they wait there
-        self.inflight: tuple[threading.Event, list[threading.Event]] | None = None
+        # the partial's jobs handed to the engine queue (its update, shared cancel, one
+        # started event per language), while they wait there or run
+        self.inflight: tuple[Update, threading.Event, list[threading.Event]] | None = None
         self.superseding = asyncio.Event()  # a newer update made the queued one stale
         self.superseded = 0
         # queue positions (one per language) of a partial that was superseded while waiting:
@@ -242,18 +249,23 @@ class FanOut:
 
     def submit(self, update: Update) -> None:
         """Queue an update; a queued partial it makes stale is dropped before it costs a
-        forward pass, and a running partial stops when a final arrives."""
+        forward pass, and a running partial stops when a final arrives, unless it is that
+        final's translation at a pause (same segment and words): the final takes it."""
         self.queue.put(update)
         if self.inflight is None:
             return
-        cancel, started = self.inflight
+        partial, cancel, started = self.inflight
+        if update.final and partial.pause and (partial.segment, partial.text) == (
+                update.segment, update.text):
+            return
         if not any(s.is_set() for s in started):
             # so that a final behind it is not held up until the partial's turn in the queue
             cancel.set()
             self.superseding.set()
-        elif update.final:
-            # a running partial is stale once the final is here: it stops at its next
-            # forward pass (no caption, no draft) instead of making the final wait for it
+        elif update.final or update.pause:
+            # a running partial is stale once the final (or the words heard at a pause,
+            # translated as the final will be) is here: it stops at its next forward pass
+            # (no caption, no draft) instead of making the final wait for it
             cancel.set()
 
     async def run(self) -> None:
@@ -281,7 +293,8 @@ class FanOut:
         """One update into every language at once; each pipeline sends its caption (or its
         error) as soon as it is done, and the next update starts when all are. A partial
         superseded while every language still waits in the queue is dropped as a whole;
-        once one runs, the others run too (only a final cancels running partials)."""
+        once one runs, the others run too (only a final, or a pause's partial, cancels running
+        partials)."""
         pipelines = self.pipelines
         # another segment than the sessions' current one starts with an empty draft, even
         # if no final closed the last one
@@ -294,7 +307,7 @@ class FanOut:
         begun = {p.lang: threading.Event() for p in pipelines}
         seqs: dict[str, int | None] = dict.fromkeys(begun)
         if not update.final:
-            self.inflight = (cancel, list(begun.values()))
+            self.inflight = (update, cancel, list(begun.values()))
             if self.partial_seqs is None:
                 self.partial_seqs = {lang: self.services.next_seq() for lang in begun}
             seqs.update(self.partial_seqs)

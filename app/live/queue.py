@@ -24,6 +24,9 @@ class Update:
     # a recognised final: where its time went before it was translated (its caption's
     # ``stats.speech``, ``app.live.audio.speech_stats``)
     speech: dict[str, Any] | None = None
+    # a partial heard at a pause in the speech: likely the final's text, so it is
+    # translated as the final will be (``app.translation.pause``)
+    pause: bool = False
 
 
 class SegmentQueue:

@@ -177,5 +177,6 @@ def _start_audio(conn: LiveConnection, start: StartMessage, stream: Recognizer) 
     conn.audio = AudioInput(conn.services.speech, stream, conn.fan, conn.publisher,
                             start.sample_rate or DEFAULT_SAMPLE_RATE,
                             conn.limits.max_audio_backlog_s,
-                            conn.limits.max_audio_frame_bytes)
+                            conn.limits.max_audio_frame_bytes, pause_translation=not
+                            conn.services.settings.speech.no_pause_translation)
     conn.audio_task = asyncio.create_task(conn.audio.run())

@@ -16,7 +16,8 @@ class SpeechSettings(SubsystemSettings):
 
     group: ClassVar[str] = "speech options"
     flat_prefix: ClassVar[str] = "asr_"
-    flat_names: ClassVar[dict[str, str]] = {"max_speakers": "max_audio_speakers"}
+    flat_names: ClassVar[dict[str, str]] = {"max_speakers": "max_audio_speakers",
+                                            "no_pause_translation": "no_pause_translation"}
 
     engine: str = Field(
         "whisper", description="the speech recogniser, by name (app.speech.engines): whisper "
@@ -36,6 +37,11 @@ class SpeechSettings(SubsystemSettings):
     max_speakers: int = Field(
         1, ge=1, description="audio speakers recognised at once (one recogniser thread for "
                              "all); one more gets a busy error frame at start")
+
+    no_pause_translation: bool = Field(
+        False, description="translate a partial heard at a pause in the speech as an "
+        "ordinary partial (by default it is translated as its final will be, so a final "
+        "with the same words is captioned at once; docs/audio-in.md); for comparison")
 
     @field_validator("engine", "device", "window", mode="before")
     @classmethod

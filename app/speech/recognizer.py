@@ -71,12 +71,16 @@ class FinalTiming:
 @dataclass(frozen=True)
 class SpeechEvent:
     """``partial`` (the segment's text so far) or ``final`` (the segment's last text); a
-    final may say where its time went (``timing``, never part of equality)."""
+    final may say where its time went (``timing``), a partial that it was heard at a pause
+    (``pause``); neither is part of equality."""
 
     kind: str
     segment: int
     text: str
     timing: FinalTiming | None = field(default=None, compare=False)
+    # a partial decoded at a pause in the speech: what the final will most likely say if
+    # the pause lasts (a hint, never part of equality; ``app.translation.pause``)
+    pause: bool = field(default=False, compare=False)
 
 
 @runtime_checkable

@@ -292,7 +292,7 @@ class StreamingWhisper:
                 "silence", decode.speech_end, len(self.buffer)))
         if decode.kind == "long":
             return self._cut_long(decode.end)
-        return self._partial(decode.end)
+        return self._partial(decode.end, pause=decode.kind == "pause")
 
     def _cut_long(self, end: int) -> list[SpeechEvent]:
         """A segment at ``max_segment_s`` with no pause: the final ends after the last word
@@ -312,15 +312,19 @@ class StreamingWhisper:
         of silence: the VAD's edge moves a little as it hears more)."""
         return self.decoded is not None and abs(self.decoded[0] - end) <= SAMPLE_RATE // 10
 
-    def _partial(self, end: int) -> list[SpeechEvent]:
+    def _partial(self, end: int, pause: bool = False) -> list[SpeechEvent]:
+        """A partial of the buffer up to ``end``. At a ``pause`` it goes out even when its
+        text is the last partial's, marked as such: a final at this pause takes this decode's
+        words whole (``_end_segment``), so its text is the final's unless the speaker goes
+        on, and the translation can start on it before the endpoint's silence is over."""
         words = self._decode(self.buffer[:end])
         self.decoded = (end, words)
         self.policy.update(words)
         text = self.policy.text(self.policy.committed + self.policy.tail)
-        if not text or text == self.last_partial:
+        if not text or (text == self.last_partial and not pause):
             return []
         self.last_partial = text
-        return [SpeechEvent("partial", self.segment, text)]
+        return [SpeechEvent("partial", self.segment, text, pause=pause)]
 
     def flush(self) -> list[SpeechEvent]:
         """The stream ended: the segment in progress becomes a final (if it holds speech)."""

@@ -246,12 +246,16 @@ class Hints:
     session's; ``context``: a stateless request's earlier (source, translation) pairs
     (without it, a session's previous finals are the context); ``forced``: tokens the
     answer must start with, an append-only segment's committed text
-    (``app.translation.commit_policy``).
+    (``app.translation.commit_policy``); ``likely_final``: a partial the caller expects
+    to be the final's text (heard at a pause in the speech): translated as its final
+    will be, captioned as a partial, and kept in the session for that final
+    (``app.translation.pause``).
     """
 
     prediction: str | None = None
     context: list[tuple[str, str]] | None = None
     forced: Sequence[int] = ()
+    likely_final: bool = False
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,9 @@ class Session:
     # The talk so far, for ``context``: (source, translation) of the latest finals of the
     # current language pair, oldest first, at most ``MAX_CONTEXT`` of them.
     finals: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=MAX_CONTEXT))
+    # The current segment's final as translated at the speaker's pause, for the final to
+    # take (``app.translation.pause.PauseTranslation``; opaque here); one at most.
+    pause_translation: object | None = None
 
     def check_newer(self, source: str, is_final: bool, seq: int | None = None) -> None:
         """Refuse an update older than the newest applied one (``StaleUpdateError``).
@@ -194,6 +197,7 @@ class Session:
         self.previous_tokens, self.previous_agreed = [], 0
         self.revision = 0
         self.segment_label = label
+        self.pause_translation = None
 
     def enter_segment(self, label: int) -> None:
         """Make the client's segment ``label`` the current one; another label than the

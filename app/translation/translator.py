@@ -40,6 +40,7 @@ from app.translation.options import (
     TranslateOptions,
     UpdateSession,
 )
+from app.translation.pause import PauseTranslation, as_partial, keep
 from app.translation.prompts import (
     PromptFormat,
     TranslationPrompt,
@@ -99,6 +100,9 @@ class TranslationOutcome:
     glossary: dict | None = None
     # the tokens of ``text`` (for a display policy that counts tokens); None: the result's
     shown_tokens: list[int] | None = None
+    # ``app.translation.pause``: "translated" (a partial heard at a pause, translated as
+    # its final will be) or "reused" (a final that took that translation); None otherwise
+    pause: str | None = None
 
 
 def update_beta(opts: TranslateOptions, is_final: bool) -> float:
@@ -204,17 +208,19 @@ class Translator:
             held = self.sessions.acquire(session.session_id, session.owner)
             acquired = True
         try:
-            request, streamed = self._request(source, opts, final, held, hints, job)
-
-            async def run(backend: TranslationBackend) -> UpdateOutcome:
-                return await run_steps(backend, request)
-
+            # a partial heard at a pause is translated as its final will be
+            # (``app.translation.pause``); never a streamed one
+            pausing = (hints.likely_final and not final and held is not None
+                       and job.on_text is None)
+            request, streamed = self._request(source, opts, final or pausing, held, hints,
+                                              job)
             if measured is not None:
                 measured.since("prompt_ms", t_start)
-            update: UpdateOutcome = await self.runner.run(
-                run, priority=job.priority, cancel=job.cancel, bypass_limit=job.bypass_limit,
-                started=job.started, queue_seq=job.queue_seq,
-            )
+            kept = self._kept_for(held, request) if final else None
+            if kept is not None:
+                update = kept
+            else:
+                update = await self._run(request, job, held if pausing else None)
             t_done = time.perf_counter()
             text = update.result.text.strip() if update.caption is None else update.caption
             if streamed is not None:
@@ -222,12 +228,41 @@ class Translator:
             revision = commit_session(held, source, update, text, final, opts.languages,
                                       session.seq)
             outcome = outcome_of(update, text, revision, held, final, opts)
+            outcome.pause = "reused" if kept is not None else "translated" if pausing else None
             if measured is not None:
                 measured.since("finish_ms", t_done)
             return outcome
         finally:
             if acquired and held is not None:
                 self.sessions.release(held)
+
+    async def _run(self, request: UpdateRequest, job: JobControl,
+                   pausing: Session | None) -> UpdateOutcome:
+        """The update's job on the backend. ``pausing``: the session of a partial heard at
+        a pause, translated as a final; that outcome is kept there for the final, and the
+        partial's caption made from it."""
+
+        async def run(backend: TranslationBackend) -> UpdateOutcome:
+            update = await run_steps(backend, request)
+            if pausing is None:
+                return update
+            pausing.pause_translation = keep(request, update)
+            return as_partial(backend, request, update)
+
+        return await self.runner.run(
+            run, priority=job.priority, cancel=job.cancel, bypass_limit=job.bypass_limit,
+            started=job.started, queue_seq=job.queue_seq,
+        )
+
+    @staticmethod
+    def _kept_for(session: Session | None, request: UpdateRequest) -> UpdateOutcome | None:
+        """The final's outcome as translated at the pause before it, when it serves
+        ``request`` (``PauseTranslation.serves``); taken once."""
+        kept = session.pause_translation if session is not None else None
+        if not isinstance(kept, PauseTranslation) or request.on_text is not None:
+            return None
+        session.pause_translation = None
+        return kept.outcome if kept.serves(request) else None
 
     def _request(self, source: str, opts: TranslateOptions, final: bool,
                  session: Session | None, hints: Hints,

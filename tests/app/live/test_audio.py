@@ -112,6 +112,13 @@ def test_speech_becomes_captions_in_every_language_for_speaker_and_viewers(
         assert speech["asr_behind_partials_ms"] + speech["asr_behind_finals_ms"] <= \
             speech["asr_wait_ms"] + 0.1
     assert not [c for c in captions if not c["final"] and "speech" in c["stats"]]
+    # a final that took the translation made at the pause before it (app.translation.pause)
+    # follows that pause's partial caption, of the same words
+    for final in (c for c in captions if c["final"] and c["stats"].get("pause")):
+        assert final["stats"]["pause"] == "reused"
+        assert [c for c in captions if not c["final"] and c["lang"] == final["lang"]
+                and c["segment"] == final["segment"] and c["source"] == final["source"]
+                and c["stats"].get("pause") == "translated"], final
     watched = [f for f in viewer if f["type"] == "caption" and f["final"]]
     assert [c["source"] for c in watched] == [
         c["source"] for c in captions if c["lang"] == "ja" and c["final"]]

@@ -243,3 +243,67 @@ def test_append_commits_are_forced_and_the_committed_prefix_wins_over_the_final(
     assert final["final"] and final["text"] == "Der Hund läuft schnell."
     assert publisher.frames[-1][0] == "caption" and publisher.frames[-2][0] == "commit"
     assert pipeline.commits == {}
+
+
+def test_a_final_lets_its_pause_translation_finish_and_stops_other_partials() -> None:
+    """A partial heard at a pause is translated as a final (a final's rank, the hint); a
+    final with its words lets it finish (the translator gives the final that translation),
+    a final with other words stops it as any running partial."""
+    from app.translation.backend import PRIORITY_FINAL
+
+    async def scenario(final_text: str) -> tuple[FakeTranslator, FakePublisher, list]:
+        fan, translator, publisher = _fan(("de",))
+        hold = asyncio.Event()
+        original = translator.translate
+        jobs: list[tuple[bool, int, bool]] = []
+
+        async def slow(text, opts, **kw):  # noqa: ANN001, ANN202
+            jobs.append((kw["is_final"], kw["job"].priority, kw["hints"].likely_final))
+            if not kw["is_final"]:
+                kw["job"].started.set()  # running in the engine
+                await hold.wait()
+            return await original(text, opts, **kw)
+
+        translator.translate = slow
+        runner = asyncio.create_task(fan.run())
+        fan.submit(Update(2, "so we met", False, pause=True))
+        await asyncio.sleep(0.01)
+        fan.submit(Update(2, final_text, True))
+        hold.set()
+        fan.stop()
+        await asyncio.wait_for(runner, 10)
+        return translator, publisher, jobs
+
+    _, publisher, jobs = asyncio.run(scenario("so we met"))
+    assert jobs[0] == (False, PRIORITY_FINAL, True)
+    assert [(c["source"], c["final"]) for c in publisher.captions] == [
+        ("so we met", False), ("so we met", True)]
+    _, publisher, _ = asyncio.run(scenario("so we met again"))
+    assert [(c["source"], c["final"]) for c in publisher.captions] == [
+        ("so we met again", True)]
+
+
+def test_a_pause_partial_stops_a_running_ordinary_partial() -> None:
+    async def scenario() -> FakePublisher:
+        fan, translator, publisher = _fan(("de",))
+        hold = asyncio.Event()
+        original = translator.translate
+
+        async def slow(text, opts, **kw):  # noqa: ANN001, ANN202
+            if not kw["hints"].likely_final and not kw["is_final"]:
+                kw["job"].started.set()  # running in the engine
+                await hold.wait()
+            return await original(text, opts, **kw)
+
+        translator.translate = slow
+        runner = asyncio.create_task(fan.run())
+        fan.submit(Update(4, "we", False))
+        await asyncio.sleep(0.01)
+        fan.submit(Update(4, "we met", False, pause=True))
+        hold.set()
+        fan.stop()
+        await asyncio.wait_for(runner, 10)
+        return publisher
+
+    publisher = asyncio.run(scenario())
+    assert [c["source"] for c in publisher.captions] == ["we met"]

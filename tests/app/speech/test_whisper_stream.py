@@ -46,6 +46,13 @@ def test_partials_grow_and_each_sentence_becomes_one_final(tmp_path, recogniser)
     partials = [e for e in events if e.kind == "partial" and e.segment == 0]
     assert partials, "no partial before the first final"
     assert len(partials[0].text) <= len(finals[0].text)
+    # at the pause after each sentence a partial goes out marked as heard at a pause,
+    # with the words its final then says (the final takes that decode whole)
+    for segment, final in enumerate(finals[:1]):
+        paused = [e for e in events if e.kind == "partial" and e.segment == segment
+                  and e.pause]
+        assert paused and paused[-1].text == final.text, (paused, final.text)
+    assert not [e for e in events if e.pause and e.kind != "partial"]
     # each final says where its speech ended in the stream's audio (the VAD's edge, near
     # the end of espeak's speech) and heard at least the endpoint's silence after it
     first_end = at + len(_speech(tmp_path, SENTENCES[0])) / SAMPLE_RATE
