@@ -67,7 +67,7 @@ from app.speech.resample import RATE, to_pcm16
 from app.speech.whisper_stream import StreamingWhisper, load_whisper
 from app.usage import PlainHelp, UsageError, comma_list, positive_int
 from eval.bench.speech.breakdown import breakdown_table
-from eval.bench.speech.cost import cost_run, cost_table, espeak, loans_table
+from eval.bench.speech.cost import cost_run, cost_table, espeak, versus_table
 from eval.datasets.acl6060 import read_acl
 from eval.datasets.flores import read_flores
 from eval.metrics.speed import percentile
@@ -349,6 +349,10 @@ def _whisper_model(folder: Path | None, threads: int) -> Any:
     return model
 
 
+# ``--versus``: a feature of the server and the setting that turns it off
+VERSUS = {"core-loans": "no_core_loans", "pause-translation": "no_pause_translation"}
+
+
 def engine_cost(talk: Talk, speakers: list[int], args: argparse.Namespace) -> list[dict]:
     """One server; per entry of ``speakers``, a text speaker beside that many audio
     speakers streaming ``talk`` (``eval.bench.speech.cost.cost_run``), in one run."""
@@ -363,17 +367,18 @@ def engine_cost(talk: Talk, speakers: list[int], args: argparse.Namespace) -> li
     except DatasetNotFoundError as exc:
         raise UsageError(str(exc)) from None
     wer = WordErrorRate()
-    servers = [("core loans", False)] + ([("no core loans", True)] if args.versus_no_core_loans
-                                         else [])
+    servers: list[tuple[str, dict[str, bool]]] = [("default", {})]
+    if args.versus is not None:
+        servers.append((f"no {args.versus.replace('-', ' ')}", {VERSUS[args.versus]: True}))
     out = []
     for round_ in range(1, args.rounds + 1):
-        for server_name, no_loans in servers:  # in turns, round by round
+        for server_name, without in servers:  # in turns, round by round
             with LocalServer(model=args.model, n_threads=args.n_threads,
                              asr_model=args.asr_model and str(args.asr_model),
                              asr_threads=args.asr_threads, asr_window=args.asr_window,
                              max_live_sessions=max(speakers) + 2, max_queue_wait_s=3600,
                              max_audio_speakers=max(1, max(speakers)),
-                             no_core_loans=no_loans, log_level="warning") as server:
+                             log_level="warning", **without) as server:
                 for n in speakers:
                     print(f"engine cost ({server_name}, round {round_}): 1 text speaker + "
                           f"{n} audio speakers ({talk.seconds:.0f} s of speech each)...",
@@ -419,13 +424,17 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--speakers", default="0,1,4", type=comma_list(int, "a whole number"),
                     help="audio speakers beside one text speaker on one server, one run "
                          "each, side by side ('' skips this part; it runs in real time)")
-    ap.add_argument("--versus-no-core-loans", action="store_true",
-                    help="run every --speakers count on a second server started with "
-                         "--no-core-loans too (the engine on all its threads while Whisper "
-                         "decodes), in turns, and print the ratios")
+    ap.add_argument("--versus", choices=sorted(VERSUS), default=None,
+                    help="run every --speakers count on a second server with this feature "
+                         "off too (core-loans: serve --no-core-loans, the engine on all its "
+                         "threads while Whisper decodes; pause-translation: serve "
+                         "--no-pause-translation, a pause's partial translated as any "
+                         "partial), in turns, and print the ratios")
+    ap.add_argument("--versus-no-core-loans", dest="versus", action="store_const",
+                    const="core-loans", help="the same as --versus core-loans")
     ap.add_argument("--rounds", type=positive_int, default=1, metavar="N",
-                    help="repeat the --speakers runs N times (with --versus-no-core-loans: "
-                         "both servers in turns each round)")
+                    help="repeat the --speakers runs N times (with --versus: both servers "
+                         "in turns each round)")
     ap.add_argument("--asr-file", type=Path, default=SAMPLES / "asr_sample_en.jsonl",
                     metavar="JSONL",
                     help="the text speaker's recorded ASR updates (default: the shipped "
@@ -476,9 +485,9 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / "speech_cost.json").write_text(json.dumps(costs, indent=1) + "\n")
         cost = ["\n## What audio speakers cost the translation engine (wall clock)",
                 cost_table(costs), breakdown_table(costs)]
-        if args.versus_no_core_loans:
-            cost += ["\n**Core loans against none (medians over rounds; ratio = without / "
-                     "with)**", loans_table(costs)]
+        if args.versus is not None:
+            cost += [versus_table(costs, f"{args.versus} (medians over rounds; ratio = "
+                                  "without / with)", servers[1][0])]
         show(cost)
         blocks += cost
     (args.out / "speech_bench.json").write_text(

@@ -94,7 +94,7 @@ def breakdown_table(summaries: list[dict[str, Any]]) -> Table:
     """One row per run of ``cost_run`` (its ``summary``'s ``breakdown``)."""
     shown = ("endpoint", "wait", "behind_partials", "behind_finals", "decode",
              "translation", "other", "handoff", "total")
-    named = any("server" in s for s in summaries)  # --versus-no-core-loans
+    named = any("server" in s for s in summaries)  # --versus
     t = Table((["server", "round"] if named else [])
               + ["audio speakers", "finals", *(LABELS[p] for p in shown)], title=TITLE)
     for summary in summaries:

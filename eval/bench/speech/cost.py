@@ -260,27 +260,30 @@ def cost_table(summaries: list[dict]) -> Table:
     return t
 
 
-LOANS_COLUMNS = (("text final p50 s", "text_final_latency_s_p50"),
+VERSUS_COLUMNS = (("text final p50 s", "text_final_latency_s_p50"),
                  ("text final p95 s", "text_final_latency_s_p95"),
                  ("speech end→final p50 s", "audio_end_of_speech_to_final_s_p50"),
                  ("p90 s", "audio_end_of_speech_to_final_s_p90"))
 
 
-def loans_table(summaries: list[dict]) -> Table:
-    """Per speaker count, the median over rounds of each latency with core loans and
-    without (``--no-core-loans``), and their ratio (without / with: above 1, loans help)."""
+def versus_table(summaries: list[dict], feature: str, without_name: str,
+                 with_name: str = "default") -> Table:
+    """Per speaker count, the median over rounds of each latency on the server with
+    ``feature`` (``with_name``) and on the one without it (``without_name``, e.g. started
+    with ``--no-core-loans``), and their ratio (without / with: above 1, the feature
+    helps)."""
     t = Table(["audio speakers", "rounds"] + [f"{name} with / without (ratio)"
-                                              for name, _ in LOANS_COLUMNS]
-              + ["text captions with / without"])
+                                              for name, _ in VERSUS_COLUMNS]
+              + ["text captions with / without"], title=f"{feature}: with against without")
     for n in sorted({s["audio_speakers"] for s in summaries}):
         runs = {server: [s for s in summaries if s["audio_speakers"] == n
                          and s.get("server") == server]
-                for server in ("core loans", "no core loans")}
-        with_, without = runs["core loans"], runs["no core loans"]
+                for server in (with_name, without_name)}
+        with_, without = runs[with_name], runs[without_name]
         if not with_ or not without:
             continue
         cells = []
-        for _, key in LOANS_COLUMNS:
+        for _, key in VERSUS_COLUMNS:
             a, b = _median(with_, key), _median(without, key)
             cells.append("-" if a is None or b is None else
                          f"{a:.2f} / {b:.2f} ({b / a:.2f}x)" if a else f"{a:.2f} / {b:.2f}")

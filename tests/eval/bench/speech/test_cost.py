@@ -6,7 +6,7 @@ import pytest
 
 from eval.bench.speech.bench import PAUSE_S, compose
 from eval.bench.speech.breakdown import PARTS, breakdown_table
-from eval.bench.speech.cost import cost_run, cost_table, loans_table, match_ends
+from eval.bench.speech.cost import cost_run, cost_table, versus_table, match_ends
 from eval.datasets.asr_partials import read_asr_streams
 from tests.speech import ESPEAK, SENTENCES, wer
 
@@ -47,10 +47,10 @@ def _summary(server: str, round_: int, text_p50: float, audio_p50: float) -> dic
             "audio_end_of_speech_to_final_s_p90": audio_p50 * 2, "text_captions": 50}
 
 
-def test_the_loans_table_gives_medians_over_rounds_and_the_ratio_without_over_with() -> None:
-    runs = [_summary("core loans", 1, 2.0, 3.0), _summary("no core loans", 1, 6.0, 6.0),
-            _summary("core loans", 2, 4.0, 5.0), _summary("no core loans", 2, 8.0, 10.0)]
-    row = loans_table(runs).rows[0]
+def test_the_versus_table_gives_medians_over_rounds_and_the_ratio_without_over_with() -> None:
+    runs = [_summary("default", 1, 2.0, 3.0), _summary("no core loans", 1, 6.0, 6.0),
+            _summary("default", 2, 4.0, 5.0), _summary("no core loans", 2, 8.0, 10.0)]
+    row = versus_table(runs, "core loans", "no core loans").rows[0]
     assert row[:3] == ["1", "2", "3.00 / 7.00 (2.33x)"]
     assert row[4] == "4.00 / 8.00 (2.00x)"
-    assert loans_table(runs[:1]).rows == []  # no counterpart: no ratio
+    assert versus_table(runs[:1], "core loans", "no core loans").rows == []  # no counterpart: no ratio
