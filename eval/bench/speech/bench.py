@@ -353,6 +353,11 @@ def _whisper_model(folder: Path | None, threads: int) -> Any:
 VERSUS = {"core-loans": "no_core_loans", "pause-translation": "no_pause_translation"}
 
 
+def without_name(feature: str) -> str:
+    """The name of the ``--versus`` server without ``feature`` ("no core loans")."""
+    return f"no {feature.replace('-', ' ')}"
+
+
 def engine_cost(talk: Talk, speakers: list[int], args: argparse.Namespace) -> list[dict]:
     """One server; per entry of ``speakers``, a text speaker beside that many audio
     speakers streaming ``talk`` (``eval.bench.speech.cost.cost_run``), in one run."""
@@ -369,7 +374,7 @@ def engine_cost(talk: Talk, speakers: list[int], args: argparse.Namespace) -> li
     wer = WordErrorRate()
     servers: list[tuple[str, dict[str, bool]]] = [("default", {})]
     if args.versus is not None:
-        servers.append((f"no {args.versus.replace('-', ' ')}", {VERSUS[args.versus]: True}))
+        servers.append((without_name(args.versus), {VERSUS[args.versus]: True}))
     out = []
     for round_ in range(1, args.rounds + 1):
         for server_name, without in servers:  # in turns, round by round
@@ -486,8 +491,7 @@ def main(argv: list[str] | None = None) -> int:
         cost = ["\n## What audio speakers cost the translation engine (wall clock)",
                 cost_table(costs), breakdown_table(costs)]
         if args.versus is not None:
-            cost += [versus_table(costs, f"{args.versus} (medians over rounds; ratio = "
-                                  "without / with)", servers[1][0])]
+            cost += [versus_table(costs, args.versus, without_name(args.versus))]
         show(cost)
         blocks += cost
     (args.out / "speech_bench.json").write_text(

@@ -198,6 +198,9 @@ class CostRun:
             "audio_end_of_speech_to_final_s_p90": _pct(audio_lat, 90),
             "audio_end_of_speech_to_final_s_p95": _pct(audio_lat, 95),
             "audio_finals": sum(log.finals for log in self.audio),
+            # finals that took the translation made at the pause before them (stats.pause)
+            "audio_finals_from_pause": sum(st.get("pause") == "reused"
+                                           for log in self.audio for st in log.stats),
             "audio_wer": None if not sources else round(
                 float(np.mean([wer(s) for s in sources])), 3),
             "audio_errors": sum(len(log.errors) for log in self.audio),
@@ -245,7 +248,7 @@ def cost_table(summaries: list[dict]) -> Table:
     named = any("server" in s for s in summaries)
     t = Table((["server", "round"] if named else []) + [
         "audio speakers", "text final p50 s", "text final p95 s", "text captions",
-        "speech end→final p50 s", "p90 s", "p95 s", "audio finals",
+        "speech end→final p50 s", "p90 s", "p95 s", "audio finals (from the pause)",
         "audio WER", "ASR compute / audio s", "audio dropped s", "errors"])
     for s in summaries:
         t.add(*([s.get("server", "-"), s.get("round", "-")] if named else []),
@@ -253,7 +256,8 @@ def cost_table(summaries: list[dict]) -> Table:
               f"{s['text_captions']} ({s['text_finals']} finals)",
               s["audio_end_of_speech_to_final_s_p50"] or "-",
               s.get("audio_end_of_speech_to_final_s_p90") or "-",
-              s["audio_end_of_speech_to_final_s_p95"] or "-", s["audio_finals"],
+              s["audio_end_of_speech_to_final_s_p95"] or "-",
+              f"{s['audio_finals']} ({s.get('audio_finals_from_pause', 0)})",
               s["audio_wer"] if s["audio_wer"] is not None else "-",
               s["asr_real_time_factor"] or "-", s["dropped_audio_s"],
               s["text_errors"] + s["audio_errors"])
@@ -274,7 +278,8 @@ def versus_table(summaries: list[dict], feature: str, without_name: str,
     helps)."""
     t = Table(["audio speakers", "rounds"] + [f"{name} with / without (ratio)"
                                               for name, _ in VERSUS_COLUMNS]
-              + ["text captions with / without"], title=f"{feature}: with against without")
+              + ["text captions with / without"],
+              title=f"{feature} against none (medians over rounds; ratio = without / with)")
     for n in sorted({s["audio_speakers"] for s in summaries}):
         runs = {server: [s for s in summaries if s["audio_speakers"] == n
                          and s.get("server") == server]

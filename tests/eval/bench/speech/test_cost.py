@@ -6,7 +6,7 @@ import pytest
 
 from eval.bench.speech.bench import PAUSE_S, compose
 from eval.bench.speech.breakdown import PARTS, breakdown_table
-from eval.bench.speech.cost import cost_run, cost_table, versus_table, match_ends
+from eval.bench.speech.cost import cost_run, cost_table, match_ends, versus_table
 from eval.datasets.asr_partials import read_asr_streams
 from tests.speech import ESPEAK, SENTENCES, wer
 
@@ -53,4 +53,5 @@ def test_the_versus_table_gives_medians_over_rounds_and_the_ratio_without_over_w
     row = versus_table(runs, "core loans", "no core loans").rows[0]
     assert row[:3] == ["1", "2", "3.00 / 7.00 (2.33x)"]
     assert row[4] == "4.00 / 8.00 (2.00x)"
-    assert versus_table(runs[:1], "core loans", "no core loans").rows == []  # no counterpart: no ratio
+    # no counterpart: no ratio
+    assert versus_table(runs[:1], "core loans", "no core loans").rows == []
