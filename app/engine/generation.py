@@ -54,6 +54,10 @@ class GenerationRequest:
     draft_budget: int = 6
     previous: Sequence[int] = ()  # the session's previous output, for the "previous" drafter
     stop_on_loop: bool = False  # end when the output repeats one span three times in a row
+    # asked with the output's complete words each time a token begins a new word: a reason
+    # (e.g. "copy") ends the generation there as given up (``GenerationResult.gave_up``),
+    # an answer that is already no translation and that its caller will translate again
+    give_up: Callable[[str], str | None] | None = None
     # which tokens may begin the output (None: any): after a forced prefix of whole words
     # (append-only text, ``app.translation.commit_policy``) one that begins a new word, so
     # a committed word is never extended ("Hund" + "es")
@@ -79,6 +83,7 @@ class GenerationResult:
     prompt_ms: float = 0.0  # until the pass that verified the SSBD draft
     lse_computed: int = 0
     looped: bool = False  # ended by the loop detector
+    gave_up: str | None = None  # why ``GenerationRequest.give_up`` ended it, if it did
     queue_ms: float = 0.0  # waiting for a sequence (and after a preemption, again)
     preemptions: int = 0  # times a higher-priority sequence took this one's place
 

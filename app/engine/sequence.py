@@ -392,9 +392,17 @@ class SequenceGeneration:
 
     def _emit(self, token: int) -> bool:
         """Append one token to the output; True when generation must end here."""
+        data = self.rt.token_bytes(token)
+        if self.req.give_up is not None and self.out and data[:1].isspace():
+            # a new word begins: the words before it are complete
+            reason = self.req.give_up(self.stream.text)
+            if reason is not None:
+                self.result.finish_reason = "stop"
+                self.result.gave_up = reason
+                return True
         self.out.append(token)
         t0 = time.perf_counter()
-        delta = self.stream.feed(self.rt.token_bytes(token))
+        delta = self.stream.feed(data)
         self.timing.detokenize_ms += (time.perf_counter() - t0) * 1000
         if delta and self.req.on_text is not None:
             self.req.on_text(delta)

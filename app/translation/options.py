@@ -103,9 +103,12 @@ class Display:
 class Finals:
     """Whether a pathological final is translated once more, from scratch, with the
     stronger prompt (and cut where its loop starts when it still loops), and a final that
-    misses glossary terms repaired (README "Faithful finals")."""
+    misses glossary terms repaired (README "Faithful finals"); ``give_up_copies``: a final
+    that would be retried stops its first answer as soon as it begins as a copy of the
+    source (measured; not a request field: ``livetrans bench finals --versus give-up``)."""
 
     final_retry: bool = True
+    give_up_copies: bool = True
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,7 @@ class TranslateOptions:
     final_beta: float | None = _D.final_beta
     draft_guard: bool = _D.draft_guard
     final_retry: bool = _F.final_retry
+    give_up_copies: bool = _F.give_up_copies
     context: int = _T.context
     glossary: dict[str, str] | None = _T.glossary
     glossary_steps: tuple[str, ...] = _T.glossary_steps
@@ -195,7 +199,7 @@ class TranslateOptions:
 
     @property
     def finals(self) -> Finals:
-        return Finals(self.final_retry)
+        return Finals(self.final_retry, self.give_up_copies)
 
     @property
     def talk(self) -> Talk:

@@ -277,6 +277,22 @@ def made_of_source(output: str, source: str, min_words: int = 3,
     return copied >= threshold * len(words)
 
 
+# Words of an unfinished answer that must all be the source's before it is given up as a
+# copy (``begins_as_copy``). Measured on the first attempts of 250 FLORES dev en-de finals
+# (Gemma 3 270M, few-shot): at 3, 4 or 5 words no clean answer began as a copy, while 26 of
+# the 30 copies did, most within their first few words.
+COPY_START_WORDS = 4
+
+
+def begins_as_copy(words_so_far: str, source: str,
+                   min_words: int = COPY_START_WORDS) -> bool:
+    """An unfinished answer whose complete words so far (``min_words`` or more) are every
+    one the source's (``made_of_source`` with nothing of its own): it is repeating the
+    source, not translating it, and will be diagnosed a ``copy`` when it ends. A
+    translation that keeps a name has words of its own around it before long."""
+    return made_of_source(words_so_far, source, min_words=min_words, threshold=1.0)
+
+
 def copies_source(output: str, source: str, min_words: int = 2,
                   threshold: float = 0.75) -> bool:
     """The output repeats the source's words: it is essentially the source

@@ -1,7 +1,10 @@
-"""``livetrans bench finals``: what a final costs with its SSBD draft verified at once or in
-parts of ``--final-draft`` tokens, side by side on the same finals.
+"""``livetrans bench finals``: what a final costs two ways, side by side on the same finals:
+its SSBD draft verified at once or in parts of ``--final-draft`` tokens (``--versus
+parts``, the default), or, with the draft in parts, with and without giving up a first
+answer that begins as a copy of the source (``--versus give-up``: ``Finals.give_up_copies``).
 
     livetrans bench finals --flores-dir DIR --langs de --offset 100 --limit 40 --parts 4
+    livetrans bench finals --flores-dir DIR --langs de --limit 100 --versus give-up
 
 Why a final: it is what every viewer keeps, it is verified without bias (``final_beta``
 0: greedy, what re-translation from scratch gives), and its draft is the last partial,
@@ -29,7 +32,7 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -81,6 +84,7 @@ class Way:
 
     name: str
     backend: FinalDraftBackend
+    give_up_copies: bool = True
     ms: list[float] = field(default_factory=list)
     passes: int = 0
     drafted: int = 0
@@ -117,14 +121,18 @@ def translate(backend: FinalDraftBackend, fmt: object, session: Session, source:
 def run(args: argparse.Namespace) -> dict:
     model = load_model(ModelSettings(model=args.model, n_threads=args.n_threads), parallel=1)
     engine, fmt = Engine(model.runtime), model.prompt_format
-    whole = Way("whole draft", FinalDraftBackend(engine, None))
-    parted = Way(f"parts of {args.parts}", FinalDraftBackend(engine, args.parts))
+    parted = Way(f"parts of {args.parts}" if args.versus == "parts" else "give-up",
+                 FinalDraftBackend(engine, args.parts))
+    # the baseline first: the session goes on with its final
+    whole = (Way("whole draft", FinalDraftBackend(engine, None)) if args.versus == "parts"
+             else Way("no give-up", parted.backend, give_up_copies=False))
     chains = ChainBuilder(None, None, vocab_size=model.runtime.n_vocab)
     report: dict = {"langs": {}}
     for lang in args.langs:
         sources = read_flores(args.flores_dir, args.split, "en")[args.offset:]
         sources = sources[: args.limit] if args.limit is not None else sources
         opts = final_options(lang, args.max_tokens)
+        retried_finals: list[tuple[float, float]] = []  # (baseline ms, method ms)
         chain = chains.build(list(DEFAULT_ORDER), lang)
         same, gaps, retried = 0, [], 0
         for k, source in enumerate(tqdm(sources, desc=f"en-{lang} finals", unit="sentence",
@@ -137,8 +145,10 @@ def run(args: argparse.Namespace) -> dict:
                 else:
                     out = final_both_ways(engine, [whole, parted] if k % 2 == 0
                                           else [parted, whole], fmt, session, update.source,
-                                          opts, chain)
+                                          opts, chain, whole)
                     a, b = whole.outputs[-1], parted.outputs[-1]
+                    if whole.retried[-1] or parted.retried[-1]:
+                        retried_finals.append((whole.ms[-1], parted.ms[-1]))
                     if a == b:
                         same += 1
                     elif whole.retried[-1] or parted.retried[-1]:
@@ -151,23 +161,29 @@ def run(args: argparse.Namespace) -> dict:
         report["langs"][lang] = {
             "sentences": len(sources), "same_output": same, "retried_differ": retried,
             "parting_gaps": [round(g, 3) for g in gaps],
-            "near_ties": sum(g < NEAR_TIE_LOGITS for g in gaps)}
+            "near_ties": sum(g < NEAR_TIE_LOGITS for g in gaps),
+            "retried_finals": len(retried_finals),
+            "retried_ms": [round(sum(ms), 1) for ms in zip(*retried_finals, strict=True)]
+            if retried_finals else None}
     report["ways"] = {w.name: w.figures() for w in (whole, parted)}
+    report["versus"] = args.versus
     report["ratio_total"] = (round(sum(whole.ms) / sum(parted.ms), 3)
                              if parted.ms and sum(parted.ms) else None)
     return report
 
 
 def final_both_ways(engine: Engine, ways: list[Way], fmt: object, session: Session,
-                    source: str, opts: TranslateOptions, chain: object) -> object:
+                    source: str, opts: TranslateOptions, chain: object,
+                    baseline: Way) -> object:
     """The final translated once each way from the KV state the partials left; returns
-    the whole-draft way's outcome (the session goes on with it)."""
+    the ``baseline`` way's outcome (the session goes on with it)."""
     kv = engine.slots.slots[0]
     before = list(kv.cached)
     kept = None
     for way in ways:
         kv.truncate(common_prefix(kv.cached, before))  # as the partials left it
-        out, ms = translate(way.backend, fmt, session, source, True, opts, chain)
+        way_opts = replace(opts, give_up_copies=way.give_up_copies)
+        out, ms = translate(way.backend, fmt, session, source, True, way_opts, chain)
         result = out.result
         counts = result.drafts.summary(len(result.tokens))
         way.ms.append(ms)
@@ -176,7 +192,7 @@ def final_both_ways(engine: Engine, ways: list[Way], fmt: object, session: Sessi
         way.kept += counts["ssbd_accepted_tokens"]
         way.outputs.append(list(result.tokens))
         way.retried.append(bool(out.retried))
-        if way.backend.parts is None:
+        if way is baseline:
             kept = out
     assert kept is not None
     return kept
@@ -193,11 +209,14 @@ def parting_gap(engine: Engine, fmt: object, source: str, opts: TranslateOptions
     return top2_gap(engine.row(first + i))
 
 
+TITLES = {"parts": "A final's SSBD draft verified at once vs in parts",
+          "give-up": "A final without and with giving up a copy as it begins"}
+
+
 def table(report: dict) -> Table:
     t = Table(["way", "finals", "ms total", "ms mean", "ms p50", "ms p90", "passes",
                "draft tokens verified", "kept"],
-              title="A final's SSBD draft verified at once vs in parts (same finals, same "
-                    "KV state, in turns)")
+              title=f"{TITLES[report['versus']]} (same finals, same KV state, in turns)")
     for name, f in report["ways"].items():
         t.add(name, f["finals"], f["ms_total"], f["ms_mean"], _ms(f["ms_p50"]), _ms(f["ms_p90"]),
               f["passes"], f["draft_tokens"], f["draft_kept"])
@@ -217,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", type=int, default=4,
                     help="draft tokens per pass of the parted way (serve --final-draft)")
     ap.add_argument("--max-tokens", type=int, default=256, help="token cap per update")
+    ap.add_argument("--versus", choices=sorted(TITLES), default="parts",
+                    help="what the two ways differ in: the draft verified at once against "
+                         "in parts (parts), or, in parts, without against with giving up "
+                         "a copy as it begins (give-up)")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     add_model_options(ap)
     args = ap.parse_args(argv)
@@ -224,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         raise UsageError("--parts: at least 1")
     report = run(args)
     show([table(report)])
-    print(f"whole / parts, total final time: {report['ratio_total']}x")
+    first, second = report["ways"]
+    print(f"{first} / {second}, total final time: {report['ratio_total']}x")
     for lang, v in report["langs"].items():
         gaps = v["parting_gaps"]
         print(f"en-{lang}: same output {v['same_output']}/{v['sentences']}; "
@@ -232,6 +256,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{v['near_ties']}" + (f" (largest {max(gaps):.2f})" if gaps else "")
               + (f"; {v['retried_differ']} differ after a retry (another prompt)"
                  if v["retried_differ"] else ""))
+        if v["retried_ms"]:
+            base, method = v["retried_ms"]
+            print(f"en-{lang}: {v['retried_finals']} finals retried (either way): "
+                  f"{first} {base:.0f} ms, {second} {method:.0f} ms in all "
+                  f"({base / method:.2f}x)")
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=1))
     return 0

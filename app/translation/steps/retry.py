@@ -21,12 +21,19 @@ from app.translation.steps.verdict import Verdict, diagnose_output, is_clean, me
 from app.translation.steps.verify import cleans, generate
 
 
+def may_retry(req: UpdateRequest) -> bool:
+    """Whether a pathological answer to ``req`` would get the retry (before its verdict):
+    a final, not streamed, with a retry prompt and retries on."""
+    return (req.is_final and not req.streamed and req.options.finals.final_retry
+            and req.retry_prompt is not None)
+
+
 def should_retry(req: UpdateRequest, verdict: Verdict) -> bool:
     """A repairable final with a pathology, a retry prompt and retries on; framing with
     cleaning off is only counted (what the caption would have shown), never acted on."""
     acted_on = verdict.pathology not in FRAMING_KINDS or cleans(req.prompt, req.options)
     return (verdict.repairable and bool(verdict.pathology) and acted_on
-            and req.options.finals.final_retry and req.retry_prompt is not None)
+            and may_retry(req))
 
 
 async def retry_final(backend: TranslationBackend, first: GenerationResult, pathology: str,
@@ -39,16 +46,18 @@ async def retry_final(backend: TranslationBackend, first: GenerationResult, path
     pathology and what the retry cost.
 
     The retry's answer replaces the first only when it is clean, not empty and not
-    cancelled; the kept result carries the decode time and forward passes of both attempts.
+    cancelled, or, when the first was given up unfinished (``GenerationResult.gave_up``),
+    when it is not empty and not cancelled: a whole answer rather than a cut-off copy. The
+    kept result carries the decode time and forward passes of both attempts.
     The retry is a one-off generation: its prompt is not its session's, so it leaves the
     session's cached prompt for the next update.
     """
     again = await generate(backend, retry_prompt, opts, 0.0, [], 0, None, cancel, None,
                            forced=forced, one_off=True)
     verdict = diagnose_output(again, source, opts, examples, cap, retry_prompt.clean_framing)
-    if verdict is None and is_clean(again):
+    if is_clean(again) and (verdict is None or first.gave_up is not None):
         merged(again, first, with_drafts=True)
-        return again, None, again.decode_ms - first.decode_ms
+        return again, verdict, again.decode_ms - first.decode_ms
     merged(first, again, with_drafts=False)
     return first, pathology, again.decode_ms
 

@@ -59,13 +59,15 @@ async def generate(backend: TranslationBackend, prompt: TranslationPrompt,
                    chain: object | None, cancel: threading.Event | None,
                    on_text: Callable[[str], None] | None,
                    drafter_beta: dict[str, float] | None = None,
-                   forced: Sequence[int] = (), one_off: bool = False) -> GenerationResult:
+                   forced: Sequence[int] = (), one_off: bool = False,
+                   give_up: Callable[[str], str | None] | None = None) -> GenerationResult:
     """One generation of ``prompt``'s answer. ``forced`` (append-only text,
     ``app.translation.commit_policy``) are tokens the answer must start with: they end the
     prompt, so the model continues them (a hard constraint, no logits row spent on them),
     ``draft`` is what should follow them, and the result is the whole answer, ``forced``
     included. ``one_off``: no later prompt extends this one (a retry's), so it leaves the
-    session's cached prompt alone (``GenerationRequest.one_off``)."""
+    session's cached prompt alone (``GenerationRequest.one_off``). ``give_up``: ends an
+    answer that is already no translation (``GenerationRequest.give_up``)."""
     limits = opts.limits
     stops = tuple(prompt.stop_strings)
     if prompt.stop_at_newline:
@@ -103,6 +105,7 @@ async def generate(backend: TranslationBackend, prompt: TranslationPrompt,
         answer_stops=prompt.answer_stops if cleaned else (),
         answer_begun=begun if cleaned else None,
         one_off=one_off,
+        give_up=give_up,
     ))
     if forced:
         result = replace(result, tokens=[*forced, *result.tokens],

@@ -174,3 +174,25 @@ def test_first_token_limits_only_the_outputs_first_token(engine) -> None:
         assert out.tokens[0] == best_allowed
     engine.truncate(0)
     assert _greedy(engine, prompt, first_token=lambda t: True).tokens == free.tokens
+
+
+def test_give_up_ends_a_generation_at_a_word_boundary(engine) -> None:
+    """``give_up`` is asked with the complete words each time a word begins (also inside a
+    verified draft); its reason ends the generation there, the output is those words."""
+    rt = engine.rt
+    prompt = _prompt(rt, SOURCES[0])
+    whole = _greedy(engine, prompt)
+    asked: list[str] = []
+
+    def give_up(words: str) -> str | None:
+        asked.append(words)
+        return "enough" if len(words.split()) >= 3 else None
+
+    for draft in ((), whole.tokens):  # decoded one by one, and accepted from a draft
+        asked.clear()
+        r = _greedy(engine, prompt, give_up=give_up, draft=list(draft))
+        assert r.gave_up == "enough" and r.finish_reason == "stop"
+        assert r.text == asked[-1] and len(r.text.split()) == 3
+        assert whole.text.startswith(r.text) and r.tokens == whole.tokens[: len(r.tokens)]
+        assert all(w.strip() for w in asked)  # never asked before the first word
+    assert _greedy(engine, prompt, give_up=lambda _: None).tokens == whole.tokens

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.translation.pathology import (
+    begins_as_copy,
     copies_source,
     diagnose,
     ends_in_loop,
@@ -325,3 +326,26 @@ def test_a_translation_that_keeps_a_title_or_a_name_is_no_copy(title: str, frame
 def test_translations_keeping_names_are_no_copy() -> None:
     for source, translation in KEPT_NAMES:
         assert not copies_source(translation, source), translation
+
+
+def test_an_answer_begins_as_a_copy_when_its_first_words_are_all_the_sources() -> None:
+    source = "According to reports, an apartment on Macbeth Street exploded due to a gas leak."
+    # the model's own near-copy: "In" and "the" are not the source's (diagnosed when it ends)
+    assert not begins_as_copy("In the report, an apartment on", source)
+    assert begins_as_copy("According to reports, an", source)
+    assert begins_as_copy("according TO Reports an", source)  # any case
+    assert not begins_as_copy("According to reports", source)  # three words: too few
+    assert not begins_as_copy("Laut Berichten explodierte eine", source)
+    assert not begins_as_copy("Macbeth Street exploded wegen", source)  # a word of its own
+    # names and numbers a translation keeps are too few words to trip it
+    assert not begins_as_copy("Die Macbeth Street", source)
+    assert not begins_as_copy("マクベス通りの apartment", source)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.sampled_from("the of and committee met budget on to".split()),
+                min_size=4, max_size=8))
+def test_any_four_or_more_of_the_sources_own_words_begin_a_copy(words: list[str]) -> None:
+    source = "The committee met on Tuesday evening to discuss the budget and of course more."
+    assert begins_as_copy(" ".join(words), source)
+    assert not begins_as_copy(" ".join(words) + " Haushalt", source)

@@ -27,7 +27,19 @@ def test_each_final_is_translated_both_ways_and_compared(tmp_path, capsys) -> No
     assert whole["draft_tokens"] > 0
     assert 0 <= report["langs"]["de"]["same_output"] <= 2
     assert report["ratio_total"] > 0
-    assert "whole / parts, total final time" in capsys.readouterr().out
+    assert "whole draft / parts of 2, total final time" in capsys.readouterr().out
+
+
+@pytest.mark.model
+def test_versus_give_up_runs_the_same_finals_without_and_with_it(tmp_path, capsys) -> None:
+    out = tmp_path / "finals.json"
+    assert main(["--flores-dir", str(SAMPLE), "--langs", "de", "--limit", "2",
+                 "--versus", "give-up", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert list(report["ways"]) == ["no give-up", "give-up"]
+    assert all(way["finals"] == 2 for way in report["ways"].values())
+    assert report["versus"] == "give-up" and report["ratio_total"] > 0
+    assert "no give-up / give-up, total final time" in capsys.readouterr().out
 
 
 def test_parts_must_be_positive() -> None:

@@ -6,7 +6,7 @@ import asyncio
 
 from app.translation.options import TranslateOptions
 from app.translation.steps.request import UpdateRequest
-from app.translation.steps.retry import retry_step, should_retry
+from app.translation.steps.retry import may_retry, retry_step, should_retry
 from app.translation.steps.verdict import Verdict
 from tests.app.translation.steps.fakes import FakeBackend, prompt
 
@@ -59,3 +59,22 @@ def test_no_retry_leaves_the_verdict_alone() -> None:
     b = FakeBackend()
     v = Verdict(b.result("Der Hund läuft."), None, 20, repairable=True)
     assert asyncio.run(retry_step(b, request(), v)) is v and not b.requests
+
+
+def test_a_given_up_first_answer_gives_way_to_any_whole_retry() -> None:
+    """A first answer cut short as a copy (``gave_up``) is no caption: the retry's whole
+    answer replaces it even when the retry is a copy too."""
+    b = FakeBackend()
+    first = b.result("The dog")
+    first.gave_up = "copy"
+    b.results.append(b.result(SOURCE))
+    v = asyncio.run(retry_step(b, request(), Verdict(first, "copy", 20, repairable=True)))
+    assert v.result.text == SOURCE and v.pathology == "copy" and v.retried == "copy"
+
+
+def test_may_retry_is_the_retry_rule_before_the_verdict() -> None:
+    assert may_retry(request())
+    assert not may_retry(request(is_final=False))
+    assert not may_retry(request(retry_prompt=None))
+    assert not may_retry(request(options=TranslateOptions(final_retry=False)))
+    assert not may_retry(request(on_text=lambda _: None))
