@@ -278,19 +278,23 @@ def made_of_source(output: str, source: str, min_words: int = 3,
 
 
 # Words of an unfinished answer that must all be the source's before it is given up as a
-# copy (``begins_as_copy``). Measured on the first attempts of 250 FLORES dev en-de finals
-# (Gemma 3 270M, few-shot): at 3, 4 or 5 words no clean answer began as a copy, while 26 of
-# the 30 copies did, most within their first few words.
+# copy (``begins_as_copy``), and how many of them lower-case: names, acronyms and numbers
+# pass through any translation ("Apple CEO Steve Jobs" began a clean de-en answer), while a
+# translation shares few lower-case words with its source. Measured on first attempts of
+# FLORES and ACL 60/60 dev finals (reports/2026-11-28-copy-given-up/).
 COPY_START_WORDS = 4
+COPY_START_LOWER = 3
 
 
-def begins_as_copy(words_so_far: str, source: str,
-                   min_words: int = COPY_START_WORDS) -> bool:
-    """An unfinished answer whose complete words so far (``min_words`` or more) are every
-    one the source's (``made_of_source`` with nothing of its own): it is repeating the
-    source, not translating it, and will be diagnosed a ``copy`` when it ends. A
-    translation that keeps a name has words of its own around it before long."""
-    return made_of_source(words_so_far, source, min_words=min_words, threshold=1.0)
+def begins_as_copy(words_so_far: str, source: str, min_words: int = COPY_START_WORDS,
+                   min_lower: int = COPY_START_LOWER) -> bool:
+    """An unfinished answer whose complete words so far (``min_words`` or more, of them
+    ``min_lower`` lower-case) are every one the source's (``made_of_source`` with nothing
+    of its own): it is repeating the source, not translating it, and will be diagnosed a
+    ``copy`` when it ends. A translation that keeps a name or a title has words of its own
+    around it, or too few lower-case ones, before it could trip this."""
+    return (len(_lower_words(words_so_far)) >= min_lower
+            and made_of_source(words_so_far, source, min_words=min_words, threshold=1.0))
 
 
 def copies_source(output: str, source: str, min_words: int = 2,
