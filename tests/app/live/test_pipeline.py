@@ -5,6 +5,7 @@ they cost a forward pass, a final stopping a running partial, one language's fai
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from types import SimpleNamespace
 
 from app.engine.engine import GenerationResult
@@ -71,6 +72,39 @@ def _fan(langs=("de", "ja")) -> tuple[FanOut, FakeTranslator, FakePublisher]:
     return FanOut(services, publisher, pipelines), translator, publisher
 
 
+def _one_running_then(first: Update, second: Update,
+                      held: Callable[[dict], bool] = lambda kw: not kw["is_final"],
+                      ) -> tuple[FakePublisher, list[dict]]:
+    """``first`` submitted and held running in the engine (the jobs ``held`` picks by
+    their keywords), then ``second``; every caption once both are answered, and each job's
+    keywords in order."""
+
+    async def scenario() -> tuple[FakePublisher, list[dict]]:
+        fan, translator, publisher = _fan(("de",))
+        hold = asyncio.Event()
+        original = translator.translate
+        jobs: list[dict] = []
+
+        async def slow(text, opts, **kw):  # noqa: ANN001, ANN202
+            jobs.append(kw)
+            if held(kw):
+                kw["job"].started.set()  # running in the engine
+                await hold.wait()
+            return await original(text, opts, **kw)
+
+        translator.translate = slow
+        runner = asyncio.create_task(fan.run())
+        fan.submit(first)
+        await asyncio.sleep(0.01)
+        fan.submit(second)
+        hold.set()
+        fan.stop()
+        await asyncio.wait_for(runner, 10)
+        return publisher, jobs
+
+    return asyncio.run(scenario())
+
+
 def _finals(publisher: FakePublisher) -> list[tuple[int, str]]:
     return [(c["segment"], c["lang"]) for c in publisher.captions if c["final"]]
 
@@ -131,28 +165,8 @@ def test_a_waiting_partial_made_stale_is_dropped_before_it_runs() -> None:
 
 
 def test_a_final_stops_a_running_partial_and_is_answered() -> None:
-    async def scenario() -> FakePublisher:
-        fan, translator, publisher = _fan(("de",))
-        hold = asyncio.Event()
-        original = translator.translate
-
-        async def slow(text, opts, **kw):  # noqa: ANN001, ANN202
-            if not kw["is_final"]:
-                kw["job"].started.set()  # running in the engine
-                await hold.wait()
-            return await original(text, opts, **kw)
-
-        translator.translate = slow
-        runner = asyncio.create_task(fan.run())
-        fan.submit(Update(3, "a running partial", False))
-        await asyncio.sleep(0.01)
-        fan.submit(Update(3, "a running partial, final", True))
-        hold.set()
-        fan.stop()
-        await asyncio.wait_for(runner, 10)
-        return publisher
-
-    publisher = asyncio.run(scenario())
+    publisher, _ = _one_running_then(Update(3, "a running partial", False),
+                                     Update(3, "a running partial, final", True))
     assert [c["source"] for c in publisher.captions] == ["a running partial, final"]
 
 
@@ -251,59 +265,19 @@ def test_a_final_lets_its_pause_translation_finish_and_stops_other_partials() ->
     a final with other words stops it as any running partial."""
     from app.translation.backend import PRIORITY_FINAL
 
-    async def scenario(final_text: str) -> tuple[FakeTranslator, FakePublisher, list]:
-        fan, translator, publisher = _fan(("de",))
-        hold = asyncio.Event()
-        original = translator.translate
-        jobs: list[tuple[bool, int, bool]] = []
-
-        async def slow(text, opts, **kw):  # noqa: ANN001, ANN202
-            jobs.append((kw["is_final"], kw["job"].priority, kw["hints"].likely_final))
-            if not kw["is_final"]:
-                kw["job"].started.set()  # running in the engine
-                await hold.wait()
-            return await original(text, opts, **kw)
-
-        translator.translate = slow
-        runner = asyncio.create_task(fan.run())
-        fan.submit(Update(2, "so we met", False, pause=True))
-        await asyncio.sleep(0.01)
-        fan.submit(Update(2, final_text, True))
-        hold.set()
-        fan.stop()
-        await asyncio.wait_for(runner, 10)
-        return translator, publisher, jobs
-
-    _, publisher, jobs = asyncio.run(scenario("so we met"))
-    assert jobs[0] == (False, PRIORITY_FINAL, True)
+    paused = Update(2, "so we met", False, pause=True)
+    publisher, jobs = _one_running_then(paused, Update(2, "so we met", True))
+    assert (jobs[0]["is_final"], jobs[0]["job"].priority, jobs[0]["hints"].likely_final) == (
+        False, PRIORITY_FINAL, True)
     assert [(c["source"], c["final"]) for c in publisher.captions] == [
         ("so we met", False), ("so we met", True)]
-    _, publisher, _ = asyncio.run(scenario("so we met again"))
+    publisher, _ = _one_running_then(paused, Update(2, "so we met again", True))
     assert [(c["source"], c["final"]) for c in publisher.captions] == [
         ("so we met again", True)]
 
 
 def test_a_pause_partial_stops_a_running_ordinary_partial() -> None:
-    async def scenario() -> FakePublisher:
-        fan, translator, publisher = _fan(("de",))
-        hold = asyncio.Event()
-        original = translator.translate
-
-        async def slow(text, opts, **kw):  # noqa: ANN001, ANN202
-            if not kw["hints"].likely_final and not kw["is_final"]:
-                kw["job"].started.set()  # running in the engine
-                await hold.wait()
-            return await original(text, opts, **kw)
-
-        translator.translate = slow
-        runner = asyncio.create_task(fan.run())
-        fan.submit(Update(4, "we", False))
-        await asyncio.sleep(0.01)
-        fan.submit(Update(4, "we met", False, pause=True))
-        hold.set()
-        fan.stop()
-        await asyncio.wait_for(runner, 10)
-        return publisher
-
-    publisher = asyncio.run(scenario())
+    publisher, _ = _one_running_then(
+        Update(4, "we", False), Update(4, "we met", False, pause=True),
+        held=lambda kw: not kw["hints"].likely_final and not kw["is_final"])
     assert [c["source"] for c in publisher.captions] == ["we met"]

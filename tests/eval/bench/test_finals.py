@@ -13,12 +13,17 @@ from eval.bench.finals import main
 SAMPLE = Path(__file__).resolve().parents[3] / "eval" / "samples" / "flores_layout"
 
 
+def _report(tmp_path: Path, *args: str) -> dict:
+    """``livetrans bench finals`` on two shipped sentences into German; its JSON report."""
+    out = tmp_path / "finals.json"
+    assert main(["--flores-dir", str(SAMPLE), "--langs", "de", "--limit", "2", *args,
+                 "--json", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
 @pytest.mark.model
 def test_each_final_is_translated_both_ways_and_compared(tmp_path, capsys) -> None:
-    out = tmp_path / "finals.json"
-    assert main(["--flores-dir", str(SAMPLE), "--langs", "de", "--limit", "2",
-                 "--parts", "2", "--json", str(out)]) == 0
-    report = json.loads(out.read_text())
+    report = _report(tmp_path, "--parts", "2")
     whole, parted = report["ways"]["whole draft"], report["ways"]["parts of 2"]
     for way in (whole, parted):
         assert way["finals"] == 2 and way["passes"] >= 2
@@ -32,10 +37,7 @@ def test_each_final_is_translated_both_ways_and_compared(tmp_path, capsys) -> No
 
 @pytest.mark.model
 def test_versus_give_up_runs_the_same_finals_without_and_with_it(tmp_path, capsys) -> None:
-    out = tmp_path / "finals.json"
-    assert main(["--flores-dir", str(SAMPLE), "--langs", "de", "--limit", "2",
-                 "--versus", "give-up", "--json", str(out)]) == 0
-    report = json.loads(out.read_text())
+    report = _report(tmp_path, "--versus", "give-up")
     assert list(report["ways"]) == ["no give-up", "give-up"]
     assert all(way["finals"] == 2 for way in report["ways"].values())
     assert report["versus"] == "give-up" and report["ratio_total"] > 0
