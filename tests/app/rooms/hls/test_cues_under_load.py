@@ -83,8 +83,11 @@ def _segment_cues(client: httpx.Client, playlist_url: str) -> tuple[bool, dict[s
     return playlist.is_endlist, segments
 
 
-def _check(segments: dict[str, list[Cue]]) -> list[Cue]:
-    """The rule on what was published: returns the distinct cues, by start."""
+def _check(segments: dict[str, list[Cue]], whole: bool = True) -> list[Cue]:
+    """The rule on what was published: returns the distinct cues, by start. ``whole``:
+    every cue's successor is among them; not so for what a player saw while the talk ran,
+    whose last cue may be cut at the start of a cue in a segment published after its last
+    look (its times are checked in the ended playlist, where its segment is the same)."""
     by_id: dict[str, Cue] = {}
     for uri, cues in segments.items():
         for cue in cues:
@@ -94,7 +97,7 @@ def _check(segments: dict[str, list[Cue]]) -> list[Cue]:
         _, start, end, text = cue
         assert end - start >= MIN_CUE_MS, cue
         if nxt is None:
-            assert end - start >= reading_ms(text), cue
+            assert end - start >= reading_ms(text) or not whole, cue
         else:
             assert end <= nxt[1], (cue, nxt)  # never overlaps the next cue
             assert end - start >= reading_ms(text) or end == nxt[1], (cue, nxt)
@@ -139,4 +142,4 @@ def test_cues_published_under_load_are_long_enough_and_never_overlap(server) -> 
                 (c.identifier, c.start_time.in_milliseconds(), c.end_time.in_milliseconds(),
                  html.unescape(c.text)) for c in webvtt.from_string(transcript.text).captions]})
     assert live, "the live playlist published no segment during the talk"
-    _check(live)
+    _check(live, whole=False)
