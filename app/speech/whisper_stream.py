@@ -195,6 +195,7 @@ class StreamingWhisper:
         self.decode_s = 0.0  # how long the last decode took (wall clock)
         # (buffer length decoded, its words) of the segment's last decode
         self.decoded: tuple[int, list[Word]] | None = None
+        self.paused_at: int | None = None  # the decode a pause partial last went out for
 
     def feed(self, samples: np.ndarray) -> list[SpeechEvent]:
         """Add audio (float32 in [-1, 1], 16 kHz mono); returns what it made known."""
@@ -263,7 +264,7 @@ class StreamingWhisper:
         if not speech:  # silence only: keep the last second (speech may be starting)
             self.start += max(0, len(self.buffer) - SAMPLE_RATE)
             self.buffer = self.buffer[-SAMPLE_RATE:]
-            self.decoded = None
+            self.decoded = self.paused_at = None
             return None
         if len(speech) > 1:
             return Decode("final", min(speech[0]["end"] + pad, speech[1]["start"]),
@@ -276,8 +277,11 @@ class StreamingWhisper:
             return Decode("final", cut, speech_end)
         if size / SAMPLE_RATE >= self.max_segment_s:
             return Decode("long", size)
-        if size - speech_end >= pad and not self._heard(cut):
-            return Decode("pause", cut)  # a pause: maybe the segment's end
+        if size - speech_end >= pad and not self._paused(cut):
+            # a pause: maybe the segment's end. A partial that already heard up to it
+            # (decoded a moment before the pause was long enough) goes out again marked
+            # as the pause's, without a decode: the final will take its words.
+            return Decode("pause", cut)
         since = size - (self.decoded[0] if self.decoded else 0)
         gap_s = max(self.step_s, self.decode_s / self.partial_share)
         if since >= gap_s * SAMPLE_RATE:
@@ -312,13 +316,28 @@ class StreamingWhisper:
         of silence: the VAD's edge moves a little as it hears more)."""
         return self.decoded is not None and abs(self.decoded[0] - end) <= SAMPLE_RATE // 10
 
+    def _paused(self, end: int) -> bool:
+        """A pause partial already went out for the segment's decode that heard up to
+        ``end``."""
+        return self._heard(end) and self.paused_at == self.decoded[0]
+
     def _partial(self, end: int, pause: bool = False) -> list[SpeechEvent]:
         """A partial of the buffer up to ``end``. At a ``pause`` it goes out even when its
         text is the last partial's, marked as such: a final at this pause takes this decode's
         words whole (``_end_segment``), so its text is the final's unless the speaker goes
-        on, and the translation can start on it before the endpoint's silence is over."""
+        on, and the translation can start on it before the endpoint's silence is over. A
+        pause the last decode already heard costs no decode: its words are told again."""
+        if pause and self._heard(end):
+            self.paused_at = self.decoded[0]
+            text = self.policy.text(self.policy.committed + self.policy.tail)
+            if not text:
+                return []
+            self.last_partial = text
+            return [SpeechEvent("partial", self.segment, text, pause=True)]
         words = self._decode(self.buffer[:end])
         self.decoded = (end, words)
+        if pause:
+            self.paused_at = end
         self.policy.update(words)
         text = self.policy.text(self.policy.committed + self.policy.tail)
         if not text or (text == self.last_partial and not pause):
@@ -372,7 +391,7 @@ class StreamingWhisper:
         self.buffer = self.buffer[end:]
         self.policy = LocalAgreement()
         self.last_partial = ""
-        self.decoded = None
+        self.decoded = self.paused_at = None
         if events:
             self.segment += 1
         return events

@@ -95,6 +95,27 @@ def test_a_transcriber_drives_partials_and_one_final_per_pause() -> None:
     assert partials and all("good morning every one".startswith(p) for p in partials)
 
 
+def test_a_partial_that_heard_the_pause_goes_out_again_as_the_pause_without_a_decode() -> None:
+    """A partial decoded just before the silence reached ``END_PAD_S`` (as happens when
+    decodes are slow or the recogniser looks late) already heard what the pause decode
+    would: the pause partial still goes out, with the final's words, and costs no decode."""
+    stream = _stream()
+    transcriber = stream.transcriber
+    speech = np.full(2 * SAMPLE_RATE, 0.5, dtype=np.float32)
+    quarter = np.zeros(SAMPLE_RATE // 4, dtype=np.float32)
+    first = stream.feed(np.concatenate([speech, quarter]))  # 0.25 s of silence: a partial
+    assert [(e.kind, e.pause) for e in first] == [("partial", False)]
+    calls = transcriber.calls
+    paused = stream.feed(quarter)  # 0.5 s: past the pause's pad, the decode heard it
+    assert [(e.kind, e.pause, e.text) for e in paused] == [
+        ("partial", True, "good morning every one")]
+    assert transcriber.calls == calls
+    final = stream.feed(quarter) + stream.feed(quarter)  # the endpoint's silence
+    assert [(e.kind, e.text) for e in final] == [("final", "good morning every one")]
+    assert transcriber.calls == calls
+    assert not stream.feed(quarter)  # silence after the final: no second pause
+
+
 def test_audio_that_waited_is_cut_at_every_pause_it_holds() -> None:
     stream = _stream()
     events = stream.feed(_talk()) + stream.flush()
