@@ -59,6 +59,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "ssbd": ("eval.bench.ssbd", "AR vs SSBD on FLORES lag-k streams"),
     "finals": ("eval.bench.finals",
                "a final's SSBD draft verified at once vs in parts, on the same finals"),
+    "retries": ("eval.bench.retries",
+                "a final's retry prompt, every example before the context vs after it"),
     "peer": ("eval.bench.peer.bench", "llama.cpp's server on two GGUF files, side by side; "
              "--live: against livetrans"),
     "concurrency": ("eval.bench.concurrency", "C concurrent streams: --parallel 1 vs --parallel C"),

@@ -394,19 +394,24 @@ def _similar(a: str, b: str, min_block: int = 4) -> float:
 
 def reproduces_example(output: str, source: str, examples: Sequence[tuple[str, str]],
                        threshold: float = 0.7) -> bool:
-    """The output is (most of) an example translation whose source the speaker did not say.
+    """The output is (most of) an example, its translation or its source sentence, whose
+    source the speaker did not say.
 
     ``examples`` are the prompt's (source, translation) pairs. Containment in either
     direction counts: the model may emit a piece of an example or an example plus a tail.
-    The output must also be long enough to be an answer (a shared word or two is not).
+    An example's source side counts too: a small model given examples right before the
+    source repeats one of them as it was written ("So on the right side you can see" as
+    a German final, seen in retries). The output must also be long enough to be an answer
+    (a shared word or two is not).
     """
     squashed = _squash(output)
     for example_source, example_target in examples:
-        if len(squashed) < min(8, len(_squash(example_target))):
-            continue
-        if _similar(output, example_target) >= threshold and \
-                _similar(source, example_source) < threshold:
-            return True
+        if _similar(source, example_source) >= threshold:
+            continue  # the speaker said it: its translation may well read like it
+        for shown in (example_target, example_source):
+            if len(squashed) >= min(8, len(_squash(shown))) and \
+                    _similar(output, shown) >= threshold:
+                return True
     return False
 
 

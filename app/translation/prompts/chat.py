@@ -122,6 +122,12 @@ class ChatTemplateFormat:
         return [(FEW_SHOT_EXAMPLES[source_lang][i], FEW_SHOT_EXAMPLES[target_lang][i])
                 for i in SHOT_EXAMPLES[:count]]
 
+    def shown_examples(self, source_lang: str, target_lang: str) -> list[tuple[str, str]]:
+        """Every example pair a prompt of this format may show, a fixed-prompt family's
+        retry included: the pairs the leakage detector looks for."""
+        return self.examples(source_lang, target_lang,
+                             shots=max(self.family.shots, len(SHOT_EXAMPLES)))
+
     def retry_translation(self, source: str, source_lang: str, target_lang: str,
                           context: Sequence[tuple[str, str]] = (),
                           terms: Sequence[tuple[str, str]] = ()) -> TranslationPrompt:

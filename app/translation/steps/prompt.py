@@ -21,8 +21,8 @@ from app.translation.prompts import PromptFormat, TranslationPrompt
 @dataclass
 class PromptPlan:
     """What one update is translated with: its prompt, the stronger prompt a bad final
-    is retried with (finals only), the glossary entries that apply and the prompt's
-    example pairs (for the leakage detector)."""
+    is retried with (finals only), the glossary entries that apply and every example
+    pair the two prompts show, the talk's context included (for the leakage detector)."""
 
     prompt: TranslationPrompt
     retry: TranslationPrompt | None
@@ -69,5 +69,5 @@ def plan_prompt(fmt: PromptFormat, source: str, opts: TranslateOptions,
         if is_final else None,
         # the context pairs are examples too: a final that repeats an earlier final's
         # translation for another source is no translation (seen on ACL ja with context)
-        terms=terms, examples=fmt.examples(src, tgt) + pairs,
+        terms=terms, examples=fmt.shown_examples(src, tgt) + pairs,
         term_prompt=term_prompt if is_final and terms else None)

@@ -100,7 +100,7 @@ def outputs_by_stream(run: MethodRun, n: int) -> list[list[str]]:
 
 
 def pathological(texts: Sequence[str], sources: Sequence[str], lang: str) -> int:
-    examples = FewShotFormat().examples("en", lang)
+    examples = FewShotFormat().shown_examples("en", lang)
     return sum(diagnose(t, s, lang, examples=examples) is not None
                for t, s in zip(texts, sources, strict=True))
 

@@ -75,6 +75,21 @@ def test_a_prompt_example_is_leakage_unless_the_speaker_said_it() -> None:
     assert reproduces_example("Vielen Dank an Sie alle, dass Sie heute", "So here we", de)
 
 
+def test_an_example_repeated_as_written_is_leakage_too() -> None:
+    """An example's source sentence as the answer (a retry with the fragments right before
+    the source answered a German final so), unless the speaker said it."""
+    every = FewShotFormat().shown_examples("en", "de")
+    fragment = "So on the right side you can see"
+    assert (fragment, "Auf der rechten Seite sehen Sie also") in every
+    assert diagnose(fragment, "Al Gore and General Tommy Franks", "de",
+                    examples=every) == "prompt_example"
+    assert reproduces_example("Auf der rechten Seite sehen Sie", "The capsule will", every)
+    assert not reproduces_example(fragment, "So on the right side you can see the", every)
+    assert not reproduces_example("Auf der rechten Seite sehen Sie also", fragment, every)
+    assert not reproduces_example("Die Kapsel wird mit 12,8 km pro Sekunde fliegen.",
+                                  "The capsule will be traveling at 12.8 km a second.", every)
+
+
 def test_loops_are_detected_only_when_long_enough() -> None:
     assert ends_in_loop([9, 1, 2, 3, 4] * 3)
     assert ends_in_loop([5] * 12) and not ends_in_loop([5] * 11)
