@@ -28,6 +28,7 @@ import redis.asyncio as aioredis
 from app.rooms.redis_client import describe, unavailable
 from app.rooms.voice.live_feed import LivePiece, Subscribers, pack_piece, unpack_piece
 from app.rooms.voice.track import VoicePiece
+from app.supervision import reraise_lost_cancel, wait_event
 
 log = logging.getLogger("livetrans.rooms")
 
@@ -79,8 +80,7 @@ class RedisVoiceLive:
                 del self.positions[gone]
             if not keys:
                 self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), 5.0)
+                await wait_event(self._wake, 5.0)  # keeps a cancel 3.11 may lose
                 continue
             try:
                 await self._read_once(keys)
@@ -88,6 +88,9 @@ class RedisVoiceLive:
                     log.info("room voice live feed: Redis is back")
                     self.down = False
             except Exception as exc:  # noqa: BLE001 - Redis away; a bug is raised below
+                # ``close``'s cancel, met by redis-py's read timeout, reads as an error:
+                # retrying on it read on forever and ``close`` waited for good (CI hung)
+                reraise_lost_cancel()
                 if not unavailable(exc):
                     log.error("room voice live feed: reader failed (%s)", describe(exc),
                               exc_info=exc)
