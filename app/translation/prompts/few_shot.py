@@ -73,11 +73,12 @@ class FewShotFormat:
                         ours(f"\n{tgt_name}:"), user(" " + _data(tgt)), ours("\n\n")]
             return out
 
-        preamble = "\n\n".join(f"{src_name}: {src}\n{tgt_name}: {tgt}"
-                                for src, tgt in self.examples(source_lang, target_lang))
-        late = "".join(f"{src_name}: {src}\n{tgt_name}: {tgt}\n\n" for src, tgt in late_examples)
-        parts: list[PromptPart] = [*pairs(terms), ours(f"{preamble}\n\n"), *pairs(context),
-                                   ours(late)]
+        def shown(items: Sequence[tuple[str, str]]) -> str:  # our examples, each a block
+            return "".join(f"{src_name}: {src}\n{tgt_name}: {tgt}\n\n" for src, tgt in items)
+
+        parts: list[PromptPart] = [*pairs(terms),
+                                   ours(shown(self.examples(source_lang, target_lang))),
+                                   *pairs(context), ours(shown(late_examples))]
         text = _data(source)
         # No trailing space after the label: the model emits the space as part of its first
         # token (" Der"), which is the form drafts and dictionaries are built in. The space
